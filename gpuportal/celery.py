@@ -1,0 +1,40 @@
+"""The Celery app and its beat schedule.
+
+The schedule is declared here, in code, so that production beat and the embedded scheduler loop
+(`manage.py scheduler_loop`, which runs the same entries in-process when there is no broker) agree.
+"""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpuportal.settings")
+
+app = Celery("gpuportal")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+def _interval(name: str, default: float) -> float:
+    from django.conf import settings
+
+    return float(settings.SCHEDULER.get(name, default))
+
+
+def beat_schedule() -> dict:
+    return {
+        "poll-agents": {"task": "scheduling.tasks.poll_agents", "schedule": _interval("POLL_INTERVAL_SECONDS", 15)},
+        "scheduling-pass": {
+            "task": "scheduling.tasks.run_scheduling_pass",
+            "schedule": _interval("PASS_INTERVAL_SECONDS", 10),
+        },
+        "sync-job-status": {
+            "task": "scheduling.tasks.sync_job_status",
+            "schedule": _interval("SYNC_INTERVAL_SECONDS", 5),
+        },
+    }
+
+
+@app.on_after_finalize.connect
+def _install_beat_schedule(sender, **kwargs):
+    sender.conf.beat_schedule = beat_schedule()

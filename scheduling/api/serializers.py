@@ -1,0 +1,115 @@
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from ..models import Job, JobEvent, TaskType
+
+
+class ReasonSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class FailureSerializer(serializers.Serializer):
+    category = serializers.CharField()
+    message = serializers.CharField()
+
+
+class PlacementSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    gpus = serializers.ListField(child=serializers.IntegerField())
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.username", default=None, read_only=True)
+
+    class Meta:
+        model = JobEvent
+        fields = ["at", "kind", "from_status", "to_status", "reason", "actor", "data"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    """A job as every client sees it; `nodes` is the node count."""
+
+    tenant = serializers.CharField(source="tenant.name", read_only=True)
+    project = serializers.CharField(source="project.name", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    task_type = serializers.CharField(source="task_type.code", read_only=True)
+    nodes = serializers.IntegerField(source="node_count", read_only=True)
+    total_gpus = serializers.IntegerField(read_only=True)
+    wait_reason = serializers.SerializerMethodField()
+    failure = serializers.SerializerMethodField()
+    placement = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "tenant", "project", "owner", "name", "task_type", "priority", "gpu_model", "gpus_per_node",
+            "nodes", "total_gpus", "image", "command", "max_runtime_minutes", "status", "queue_position",
+            "tenant_queue_position", "wait_reason", "estimated_start", "failure", "exit_code", "placement",
+            "submitted_at", "admitted_at", "started_at", "finished_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(ReasonSerializer(allow_null=True))
+    def get_wait_reason(self, job):
+        if not job.is_waiting or not job.wait_reason:
+            return None
+        return {"code": job.wait_reason, "message": job.wait_reason_message}
+
+    @extend_schema_field(FailureSerializer(allow_null=True))
+    def get_failure(self, job):
+        if not job.failure_category and not job.failure_message:
+            return None
+        return {"category": job.failure_category or None, "message": job.failure_message}
+
+    @extend_schema_field(PlacementSerializer(many=True))
+    def get_placement(self, job):
+        per_node: dict[str, list[int]] = {}
+        for allocation in job.allocations.all():
+            per_node.setdefault(allocation.gpu.node.name, []).append(allocation.gpu.index)
+        return [{"node": node, "gpus": sorted(gpus)} for node, gpus in sorted(per_node.items())]
+
+
+class JobDetailSerializer(JobSerializer):
+    events = JobEventSerializer(many=True, read_only=True)
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "events"]
+        read_only_fields = fields
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    """What `POST /api/jobs/` takes. Validation itself lives in `scheduling.services.validate_job_request`,
+    shared with the submit form; this class documents the body for the OpenAPI schema."""
+
+    tenant = serializers.CharField(required=False, help_text="Tenant name; optional when the project names it.")
+    project = serializers.CharField(required=False, help_text="Project name, or tenant/project.")
+    name = serializers.CharField(required=False, allow_blank=True)
+    task_type = serializers.CharField(help_text="inference, training, research, notebook, evaluation or test.")
+    gpu_model = serializers.CharField()
+    gpus_per_node = serializers.IntegerField(min_value=1)
+    nodes = serializers.IntegerField(min_value=1, default=1)
+    image = serializers.CharField()
+    command = serializers.CharField(required=False, allow_blank=True)
+    max_runtime_minutes = serializers.IntegerField(
+        required=False, min_value=1, max_value=settings.SCHEDULER["MAX_RUNTIME_MINUTES"])
+
+
+class CancelSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+
+class QuotaUseSerializer(serializers.Serializer):
+    tenant = serializers.CharField()
+    gpu_model = serializers.CharField()
+    guaranteed = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    used = serializers.IntegerField()
+    queued = serializers.IntegerField(help_text="GPUs asked for by the tenant's queued jobs.")
+
+
+class TaskTypeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TaskType
+        fields = ["code", "name", "priority", "preemptible", "requires_approval", "default_max_runtime_minutes"]

@@ -1,0 +1,77 @@
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import services
+from ..filtersets import JobFilterSet
+from ..models import Job, TaskType
+from .serializers import (
+    CancelSerializer,
+    JobDetailSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+    QuotaUseSerializer,
+    TaskTypeSerializer,
+)
+
+
+def job_queryset(user):
+    return (Job.objects.visible_to(user)
+            .select_related("tenant", "project", "owner", "task_type")
+            .prefetch_related("allocations__gpu__node"))
+
+
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Jobs of the caller's tenants. Another tenant's job answers 404, as if it did not exist."""
+
+    filterset_class = JobFilterSet
+    serializer_class = JobSerializer
+
+    def get_queryset(self):
+        queryset = job_queryset(self.request.user)
+        if self.action == "retrieve":
+            queryset = queryset.prefetch_related("events__actor")
+        return queryset
+
+    def get_serializer_class(self):
+        return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer})
+    def create(self, request):
+        job = services.submit_job(request.user, request.data)
+        job = get_object_or_404(self.get_queryset().prefetch_related("events__actor"), pk=job.pk)
+        return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=CancelSerializer, responses={200: JobDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        job = self.get_object()
+        body = CancelSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.cancel_job(request.user, job, body.validated_data.get("reason", ""))
+        job = get_object_or_404(self.get_queryset().prefetch_related("events__actor"), pk=job.pk)
+        return Response(JobDetailSerializer(job).data)
+
+
+class QuotaUsageView(APIView):
+    """Quota per tenant and GPU model with GPUs in use, for the caller's tenants."""
+
+    @extend_schema(responses=QuotaUseSerializer(many=True))
+    def get(self, request):
+        from gpuportal.api import StandardPagination
+
+        paginator = StandardPagination()
+        rows = services.quota_usage(request.user)
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(QuotaUseSerializer(page, many=True).data)
+
+
+class TaskTypeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Priority classes: their priority, whether they may be preempted or need approval."""
+
+    queryset = TaskType.objects.all()
+    serializer_class = TaskTypeSerializer
+    lookup_field = "code"

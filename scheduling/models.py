@@ -1,0 +1,284 @@
+"""Clusters, nodes and GPUs; task types; jobs and their timelines.
+
+A job's ``status`` is written only by :func:`scheduling.lifecycle.transition`, which records a
+:class:`JobEvent` with the reason for every change.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from gpuportal.models import TimeStampedModel
+from tenants.models import Project, Tenant
+from tenants.scoping import TenantScopedQuerySet
+
+from .engine import WaitReason as EngineWaitReason
+from .engine import render_reason
+
+WaitReason = models.TextChoices(
+    "WaitReason", [(r.name, (r.value, _(r.label))) for r in EngineWaitReason]
+)
+WaitReason.__doc__ = "Why a queued job is not running yet (computed by the engine, see engine/reasons.py)."
+
+
+class ExecutorKind(models.TextChoices):
+    SIMULATED = "simulated", _("Simulated")
+    KUBERNETES = "kubernetes", _("Kubernetes")
+
+
+class Cluster(TimeStampedModel):
+    """A set of nodes driven by one executor (a simulated cluster, or one Kubernetes cluster)."""
+
+    name = models.SlugField(_("name"), max_length=64, unique=True)
+    description = models.TextField(_("description"), blank=True)
+    executor = models.CharField(_("executor"), max_length=20, choices=ExecutorKind.choices,
+                                default=ExecutorKind.SIMULATED)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("cluster")
+        verbose_name_plural = _("clusters")
+
+    def __str__(self):
+        return self.name
+
+
+class NodeState(models.TextChoices):
+    HEALTHY = "healthy", _("Healthy")
+    SUSPECT = "suspect", _("Suspect")
+    UNHEALTHY = "unhealthy", _("Unhealthy")
+    CORDONED = "cordoned", _("Cordoned")
+    DRAINING = "draining", _("Draining")
+
+
+#: Node states on which the scheduler may place new work.
+SCHEDULABLE_NODE_STATES = (NodeState.HEALTHY, NodeState.SUSPECT)
+
+
+class Node(TimeStampedModel):
+    """A GPU server; its labels (datacenter, rack, network domain) are the topology placement uses."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="nodes")
+    name = models.CharField(_("name"), max_length=128, unique=True)
+    gpu_model = models.CharField(_("GPU model"), max_length=64, db_index=True)
+    datacenter = models.CharField(_("datacenter"), max_length=64)
+    rack = models.CharField(_("rack"), max_length=64)
+    network_domain = models.CharField(_("network domain"), max_length=64)
+    state = models.CharField(_("state"), max_length=20, choices=NodeState.choices, default=NodeState.HEALTHY)
+    agent_url = models.CharField(
+        _("agent URL"), max_length=255, blank=True,
+        help_text=_("Where the node agent answers; empty for a node of the simulated cluster."),
+    )
+    last_seen = models.DateTimeField(_("last seen"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster__name", "datacenter", "rack", "name"]
+        verbose_name = _("node")
+        verbose_name_plural = _("nodes")
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def schedulable(self) -> bool:
+        return self.state in SCHEDULABLE_NODE_STATES
+
+
+class GPU(TimeStampedModel):
+    """One physical GPU of a node, with its latest reading from the node agent."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField(_("index"))
+    uuid = models.CharField(_("UUID"), max_length=64, unique=True)
+    model = models.CharField(_("model"), max_length=64)
+    memory_mb = models.PositiveIntegerField(_("memory (MiB)"))
+    healthy = models.BooleanField(_("healthy"), default=True)
+    utilization_pct = models.PositiveSmallIntegerField(_("utilisation %"), null=True, blank=True)
+    memory_used_mb = models.PositiveIntegerField(_("memory used (MiB)"), null=True, blank=True)
+    last_reading_at = models.DateTimeField(_("last reading"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index_per_node")]
+        verbose_name = _("GPU")
+        verbose_name_plural = _("GPUs")
+
+    def __str__(self):
+        return f"{self.node.name}/gpu{self.index}"
+
+
+class TaskType(TimeStampedModel):
+    """A priority class by kind of work: how it ranks, whether it may be preempted, whether it needs
+    approval before it may queue."""
+
+    code = models.SlugField(_("code"), max_length=32, unique=True)
+    name = models.CharField(_("name"), max_length=100)
+    description = models.TextField(_("description"), blank=True)
+    priority = models.IntegerField(_("priority"), help_text=_("Higher runs first."))
+    preemptible = models.BooleanField(_("preemptible"), default=True)
+    requires_approval = models.BooleanField(_("requires approval"), default=False)
+    default_max_runtime_minutes = models.PositiveIntegerField(_("default max runtime (minutes)"), default=24 * 60)
+
+    class Meta:
+        ordering = ["-priority", "code"]
+        verbose_name = _("task type")
+        verbose_name_plural = _("task types")
+
+    def __str__(self):
+        return self.name
+
+
+class JobStatus(models.TextChoices):
+    PENDING = "pending", _("Pending approval")
+    QUEUED = "queued", _("Queued")
+    ADMITTED = "admitted", _("Admitted")
+    DISPATCHING = "dispatching", _("Dispatching")
+    RUNNING = "running", _("Running")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    PREEMPTED = "preempted", _("Preempted")
+    CANCELLED = "cancelled", _("Cancelled")
+
+
+#: Statuses in which a job holds GPUs.
+ACTIVE_STATUSES = (JobStatus.ADMITTED, JobStatus.DISPATCHING, JobStatus.RUNNING)
+#: Statuses from which a job never moves again.
+TERMINAL_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+#: Statuses in which a job waits for the scheduler or an approver.
+WAITING_STATUSES = (JobStatus.PENDING, JobStatus.QUEUED)
+
+
+class FailureCategory(models.TextChoices):
+    NODE_FAULT = "node_fault", _("Node fault")
+    COMMUNICATION = "communication", _("Cross-node communication")
+    IMAGE = "image", _("Image / environment")
+    OUT_OF_MEMORY = "out_of_memory", _("Out of memory")
+    PREEMPTED = "preempted", _("Preempted")
+    TIMEOUT = "timeout", _("Timeout")
+    EXIT_CODE = "exit_code", _("Program exit code")
+
+
+class JobQuerySet(TenantScopedQuerySet):
+    def waiting(self):
+        return self.filter(status__in=WAITING_STATUSES)
+
+    def active(self):
+        return self.filter(status__in=ACTIVE_STATUSES)
+
+
+class Job(TimeStampedModel):
+    """A request for ``node_count`` x ``gpus_per_node`` GPUs of one model to run an image.
+
+    Fields under "scheduler's view" are written by the scheduling pass; ``status`` only by
+    ``lifecycle.transition``.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(_("name"), max_length=200)
+    task_type = models.ForeignKey(TaskType, on_delete=models.PROTECT, related_name="jobs")
+    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    gpus_per_node = models.PositiveSmallIntegerField(_("GPUs per node"))
+    node_count = models.PositiveSmallIntegerField(_("nodes"), default=1)
+    image = models.CharField(_("image"), max_length=500)
+    command = models.TextField(_("command"), blank=True)
+    max_runtime_minutes = models.PositiveIntegerField(_("max runtime (minutes)"))
+    priority = models.IntegerField(_("priority"), help_text=_("Copied from the task type at submission."))
+
+    status = models.CharField(_("status"), max_length=20, choices=JobStatus.choices, default=JobStatus.PENDING,
+                              editable=False, db_index=True)
+    submitted_at = models.DateTimeField(_("submitted"), db_index=True)
+    admitted_at = models.DateTimeField(_("admitted"), null=True, blank=True)
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, null=True, blank=True, related_name="jobs")
+
+    # The scheduler's view of a waiting job.
+    queue_position = models.PositiveIntegerField(_("queue position"), null=True, blank=True)
+    tenant_queue_position = models.PositiveIntegerField(_("position in tenant"), null=True, blank=True)
+    wait_reason = models.CharField(_("wait reason"), max_length=32, choices=WaitReason.choices, blank=True)
+    wait_reason_params = models.JSONField(_("wait reason numbers"), default=dict, blank=True)
+    estimated_start = models.DateTimeField(_("estimated start"), null=True, blank=True)
+
+    failure_category = models.CharField(_("failure category"), max_length=20, choices=FailureCategory.choices,
+                                        blank=True)
+    failure_message = models.TextField(_("failure message"), blank=True)
+    exit_code = models.IntegerField(_("exit code"), null=True, blank=True)
+    executor_state = models.JSONField(_("executor state"), default=dict, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "status"])]
+        verbose_name = _("job")
+        verbose_name_plural = _("jobs")
+
+    def __str__(self):
+        return f"#{self.pk} {self.name}"
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.node_count
+
+    @property
+    def is_waiting(self) -> bool:
+        return self.status in WAITING_STATUSES
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def wait_reason_message(self) -> str:
+        """The wait reason as a sentence, in the reader's language."""
+        if not self.wait_reason:
+            return ""
+        return render_reason(self.wait_reason, self.wait_reason_params, translate=gettext)
+
+
+class JobAllocation(models.Model):
+    """One GPU given to a job (or a share of it), from admission until release; kept for metering."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="allocations")
+    gpu = models.ForeignKey(GPU, on_delete=models.PROTECT, related_name="allocations")
+    fraction = models.DecimalField(_("fraction"), max_digits=4, decimal_places=3, default=1)
+    allocated_at = models.DateTimeField(_("allocated"))
+    released_at = models.DateTimeField(_("released"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["gpu__node__name", "gpu__index"]
+        indexes = [models.Index(fields=["released_at"])]
+        verbose_name = _("GPU allocation")
+        verbose_name_plural = _("GPU allocations")
+
+    def __str__(self):
+        return f"{self.job_id} -> {self.gpu}"
+
+
+class JobEvent(models.Model):
+    """One line of a job's timeline: a status change (or a new wait reason) and why."""
+
+    class Kind(models.TextChoices):
+        STATUS = "status", _("Status change")
+        WAIT_REASON = "wait_reason", _("Wait reason")
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(_("time"), db_index=True)
+    kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices, default=Kind.STATUS)
+    from_status = models.CharField(_("from"), max_length=20, choices=JobStatus.choices, blank=True)
+    to_status = models.CharField(_("to"), max_length=20, choices=JobStatus.choices, blank=True)
+    reason = models.TextField(_("reason"))
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="+")
+    data = models.JSONField(_("data"), default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        verbose_name = _("job event")
+        verbose_name_plural = _("job events")
+
+    def __str__(self):
+        return f"{self.job_id} {self.from_status}->{self.to_status}: {self.reason}"

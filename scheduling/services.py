@@ -1,0 +1,325 @@
+"""Business rules shared by pages, API and tasks: validating and submitting jobs, cancelling them,
+and reporting quota use. Views call these; they never decide anything themselves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Count, Sum
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from tenants import access
+from tenants.models import Project, Quota, Tenant
+
+from . import lifecycle
+from .models import Job, JobStatus, Node, TaskType
+
+MAX_IMAGE_LENGTH = Job._meta.get_field("image").max_length
+MAX_NAME_LENGTH = Job._meta.get_field("name").max_length
+
+
+@dataclass(frozen=True)
+class GpuModelCapacity:
+    """What a GPU model offers: how many nodes have it and the most GPUs any one of them has."""
+
+    gpu_model: str
+    nodes: int
+    max_gpus_per_node: int
+    total_gpus: int
+
+
+def gpu_model_catalogue() -> dict[str, GpuModelCapacity]:
+    """GPU models the cluster has, from the registered nodes (whatever their health)."""
+    per_model: dict[str, list[int]] = {}
+    for model, gpus in Node.objects.annotate(n=Count("gpus")).values_list("gpu_model", "n").order_by("gpu_model"):
+        per_model.setdefault(model, []).append(gpus)
+    return {m: GpuModelCapacity(m, len(c), max(c), sum(c)) for m, c in per_model.items()}
+
+
+def submittable_projects(user):
+    """Projects of tenants where ``user`` may submit jobs."""
+    projects = Project.objects.visible_to(user).select_related("tenant")
+    return [p for p in projects if access.can_submit(user, p.tenant_id)]
+
+
+def _int_field(errors: dict, data: dict, field: str, minimum: int, maximum: int, label: str,
+               too_large: str | None = None) -> int | None:
+    """Parse a whole number within [minimum, maximum]; on failure record a message naming the limit."""
+    raw = data.get(field)
+    if raw in (None, ""):
+        errors[field] = _("%(label)s is required.") % {"label": label}
+        return None
+    try:
+        if isinstance(raw, bool):
+            raise ValueError
+        value = int(raw)
+        if isinstance(raw, float) and raw != value:
+            raise ValueError
+    except (TypeError, ValueError):
+        errors[field] = _("%(label)s must be a whole number, not %(value)r.") % {"label": label, "value": raw}
+        return None
+    if value < minimum:
+        errors[field] = _("%(label)s must be at least %(min)d (got %(value)d).") % {
+            "label": label, "min": minimum, "value": value}
+        return None
+    if value > maximum:
+        errors[field] = (too_large or _("%(label)s must be at most %(max)d (got %(value)d).")) % {
+            "label": label, "max": maximum, "value": value}
+        return None
+    return value
+
+
+def _resolve_project(user, data: dict, errors: dict) -> Project | None:
+    """A project names its tenant; ``tenant`` alone picks that tenant's ``default`` project.
+
+    Projects and tenants the user cannot see are reported exactly like ones that do not exist.
+    """
+    tenant_name = (data.get("tenant") or "").strip() if isinstance(data.get("tenant"), str) else data.get("tenant")
+    project_ref = data.get("project")
+    visible_tenants = Tenant.objects.visible_to(user)
+    tenant = None
+    if tenant_name:
+        tenant = visible_tenants.filter(name=tenant_name).first()
+        if tenant is None:
+            errors["tenant"] = _("Unknown tenant %(name)r.") % {"name": tenant_name}
+            return None
+    projects = Project.objects.visible_to(user).select_related("tenant")
+    if project_ref not in (None, ""):
+        ref = str(project_ref).strip()
+        if "/" in ref:  # "tenant/project", as a job's JSON shows it
+            ref_tenant, _sep, ref = ref.partition("/")
+            projects = projects.filter(tenant__name=ref_tenant)
+        if tenant is not None:
+            projects = projects.filter(tenant=tenant)
+        matches = list(projects.filter(name=ref)[:2])
+        if not matches:
+            where = _(" in tenant %(t)s") % {"t": tenant.name} if tenant else ""
+            errors["project"] = _("Unknown project %(name)r%(where)s.") % {"name": project_ref, "where": where}
+            return None
+        if len(matches) > 1:
+            errors["project"] = _("Project %(name)r exists in several of your tenants; name the tenant too.") % {
+                "name": project_ref}
+            return None
+        project = matches[0]
+    else:
+        if tenant is None:
+            candidates = [t for t in visible_tenants if access.can_submit(user, t.pk)]
+            if len(candidates) != 1:
+                errors["project"] = _("Choose a project.")
+                return None
+            tenant = candidates[0]
+        project = projects.filter(tenant=tenant).order_by("name").first()
+        if project is None:
+            errors["project"] = _("Tenant %(t)s has no project; ask its admin to create one.") % {"t": tenant.name}
+            return None
+    if not access.can_submit(user, project.tenant_id):
+        errors["project"] = _("You may not submit jobs in tenant %(t)s (your role there is read-only).") % {
+            "t": project.tenant.name}
+        return None
+    return project
+
+
+def validate_job_request(user, data: dict) -> dict:
+    """Check a submission and return clean values, or raise ValidationError naming each bad field.
+
+    The same rules serve the form and the API, so both say the same thing about the same input.
+    """
+    errors: dict[str, str] = {}
+    clean: dict = {}
+    clean["project"] = _resolve_project(user, data, errors)
+
+    code = data.get("task_type")
+    task_type = TaskType.objects.filter(code=code).first() if code else None
+    if task_type is None:
+        choices = ", ".join(TaskType.objects.values_list("code", flat=True))
+        errors["task_type"] = (_("Unknown task type %(code)r; choose one of: %(choices)s.") % {
+            "code": code, "choices": choices}) if code else _("Task type is required.")
+    clean["task_type"] = task_type
+
+    catalogue = gpu_model_catalogue()
+    model_name = (data.get("gpu_model") or "").strip() if isinstance(data.get("gpu_model"), str) else ""
+    capacity = catalogue.get(model_name)
+    if capacity is None:
+        known = ", ".join(catalogue) or _("none yet")
+        errors["gpu_model"] = (_("Unknown GPU model %(model)r; the cluster has: %(known)s.") % {
+            "model": data.get("gpu_model"), "known": known}) if model_name else _("GPU model is required.")
+    clean["gpu_model"] = model_name
+
+    per_node_max = capacity.max_gpus_per_node if capacity else 64
+    node_max = capacity.nodes if capacity else 1024
+    clean["gpus_per_node"] = _int_field(
+        errors, data, "gpus_per_node", 1, max(per_node_max, 1), _("GPUs per node"),
+        too_large=_("%%(value)d GPUs per node is more than any %(model)s node has (at most %%(max)d).")
+        % {"model": model_name} if capacity else None)
+    clean["node_count"] = _int_field(
+        errors, data, "nodes", 1, max(node_max, 1), _("Nodes"),
+        too_large=_("%%(value)d nodes is more than the %%(max)d %(model)s nodes the cluster has.")
+        % {"model": model_name} if capacity else None)
+
+    limit = settings.SCHEDULER["MAX_RUNTIME_MINUTES"]
+    runtime = data.get("max_runtime_minutes")
+    if runtime in (None, "") and task_type is not None:
+        runtime = task_type.default_max_runtime_minutes
+    clean["max_runtime_minutes"] = _int_field(errors, {"max_runtime_minutes": runtime}, "max_runtime_minutes",
+                                              1, limit, _("Max runtime (minutes)"))
+
+    image = data.get("image")
+    image = image.strip() if isinstance(image, str) else ""
+    if not image:
+        errors["image"] = _("Image is required (for example registry.local/pytorch:2.4).")
+    elif len(image) > MAX_IMAGE_LENGTH or any(c.isspace() for c in image):
+        errors["image"] = _("Image must be one reference without spaces, at most %(max)d characters.") % {
+            "max": MAX_IMAGE_LENGTH}
+    clean["image"] = image
+
+    command = data.get("command") or ""
+    if not isinstance(command, str) or len(command) > 10000:
+        errors["command"] = _("Command must be text of at most 10000 characters.")
+    clean["command"] = command if isinstance(command, str) else ""
+
+    name = data.get("name") or ""
+    if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH:
+        errors["name"] = _("Name must be at most %(max)d characters.") % {"max": MAX_NAME_LENGTH}
+    clean["name"] = name.strip() if isinstance(name, str) else ""
+
+    if errors:
+        raise ValidationError(errors)
+    return clean
+
+
+def submit_job(user, data: dict) -> Job:
+    """Validate and store a job; it queues at once unless its task type needs approval."""
+    clean = validate_job_request(user, data)
+    project, task_type = clean["project"], clean["task_type"]
+    now = timezone.now()
+    with transaction.atomic():
+        job = Job.objects.create(
+            tenant=project.tenant, project=project, owner=user,
+            name=clean["name"] or f"{task_type.code}-{clean['gpu_model'].lower()}-{now:%m%d-%H%M%S}",
+            task_type=task_type, gpu_model=clean["gpu_model"], gpus_per_node=clean["gpus_per_node"],
+            node_count=clean["node_count"], image=clean["image"], command=clean["command"],
+            max_runtime_minutes=clean["max_runtime_minutes"], priority=task_type.priority, submitted_at=now,
+        )
+        lifecycle.initial_event(job, _("Submitted by %(user)s.") % {"user": user.get_username()}, actor=user)
+        if not task_type.requires_approval:
+            lifecycle.transition(job, JobStatus.QUEUED, _("Task type %(t)s needs no approval; queued.") % {
+                "t": task_type.code}, actor=user)
+        request_scheduling_pass()
+    return job
+
+
+def cancel_job(user, job: Job, reason: str = "") -> Job:
+    """Cancel a waiting or running job; the executor stops it and its GPUs are released."""
+    from django.core.exceptions import PermissionDenied
+
+    if not access.can_manage_job(user, job.tenant_id, job.owner_id):
+        raise PermissionDenied(_("You may not cancel this job."))
+    if job.is_terminal:
+        raise ValidationError({"status": _("Job #%(id)d has already ended (%(status)s).") % {
+            "id": job.pk, "status": job.get_status_display()}})
+    from .executors import executor_for
+
+    was_active = job.cluster_id is not None and job.status in ("admitted", "dispatching", "running")
+    text = _("Cancelled by %(user)s.") % {"user": user.get_username()}
+    if reason:
+        text = f"{text} {reason}"
+    try:
+        lifecycle.transition(job, JobStatus.CANCELLED, text, actor=user)
+    except lifecycle.InvalidTransition as exc:
+        raise ValidationError({"status": _("Job #%(id)d changed state meanwhile; reload and retry.") % {
+            "id": job.pk}}) from exc
+    if was_active:
+        executor_for(job.cluster).stop(job)
+    request_scheduling_pass()
+    return job
+
+
+def request_scheduling_pass() -> None:
+    """Ask for a pass once the current transaction commits (inline in the embedded mode)."""
+    from .tasks import run_scheduling_pass
+
+    transaction.on_commit(lambda: run_scheduling_pass.delay())
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    tenant: str
+    gpu_model: str
+    guaranteed: int
+    limit: int
+    used: int
+    queued: int
+
+    @property
+    def used_pct(self) -> float:
+        return 100.0 * self.used / self.limit if self.limit else 0.0
+
+    @property
+    def guaranteed_pct(self) -> float:
+        return 100.0 * self.guaranteed / self.limit if self.limit else 0.0
+
+    @property
+    def borrowing(self) -> int:
+        return max(0, self.used - self.guaranteed)
+
+
+def quota_usage(user) -> list[QuotaUse]:
+    """Each visible tenant's quota per GPU model, with GPUs in use and GPUs asked for by queued jobs."""
+    jobs = Job.objects.visible_to(user)
+    used = {(r["tenant__name"], r["gpu_model"]): r["gpus"] for r in jobs.active()
+            .values("tenant__name", "gpu_model").annotate(gpus=Sum("allocations__fraction"))}
+    queued = {}
+    for job in jobs.filter(status=JobStatus.QUEUED).values("tenant__name", "gpu_model", "gpus_per_node", "node_count"):
+        key = (job["tenant__name"], job["gpu_model"])
+        queued[key] = queued.get(key, 0) + job["gpus_per_node"] * job["node_count"]
+    rows = []
+    for q in Quota.objects.visible_to(user).select_related("tenant"):
+        key = (q.tenant.name, q.gpu_model)
+        rows.append(QuotaUse(q.tenant.name, q.gpu_model, q.guaranteed_gpus, q.limit_gpus,
+                             int(used.get(key) or 0), queued.get(key, 0)))
+    return rows
+
+
+@dataclass
+class ModelCapacity:
+    """Free and busy GPUs of one model, so researchers can see what they can run now."""
+
+    gpu_model: str
+    nodes: int = 0
+    schedulable_nodes: int = 0
+    gpus: int = 0
+    allocated: int = 0
+    free: int = 0
+    largest_free_block: int = 0
+    node_rows: list = None
+
+    @property
+    def allocated_pct(self) -> float:
+        return 100.0 * self.allocated / self.gpus if self.gpus else 0.0
+
+
+def capacity_summary(with_nodes: bool = False) -> list[ModelCapacity]:
+    """Cluster capacity per GPU model. Not tenant data: every signed-in user may see it."""
+    from .models import SCHEDULABLE_NODE_STATES, JobAllocation
+
+    busy = set(JobAllocation.objects.filter(released_at__isnull=True).values_list("gpu_id", flat=True))
+    summary: dict[str, ModelCapacity] = {}
+    for node in Node.objects.select_related("cluster").prefetch_related("gpus"):
+        row = summary.setdefault(node.gpu_model, ModelCapacity(node.gpu_model, node_rows=[]))
+        gpus = list(node.gpus.all())
+        taken = sum(1 for g in gpus if g.pk in busy)
+        usable = node.state in SCHEDULABLE_NODE_STATES
+        free = sum(1 for g in gpus if g.pk not in busy and g.healthy) if usable else 0
+        row.nodes += 1
+        row.schedulable_nodes += usable
+        row.gpus += len(gpus)
+        row.allocated += taken
+        row.free += free
+        row.largest_free_block = max(row.largest_free_block, free)
+        if with_nodes:
+            row.node_rows.append({"node": node, "gpus": gpus, "busy": busy, "taken": taken, "free": free})
+    return [summary[k] for k in sorted(summary)]

@@ -1,0 +1,78 @@
+"""Celery tasks: poll agents, run the scheduling pass, dispatch admitted jobs, sync job status.
+
+Each task is a thin wrapper over a service, so the embedded demo's in-process loop and a real worker
+do the same thing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from . import lifecycle
+from .agents import poll_simulated_agents
+from .executors import executor_for
+from .models import Job, JobStatus
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task
+def poll_agents() -> int:
+    return poll_simulated_agents()
+
+
+@shared_task
+def run_scheduling_pass() -> dict:
+    from .scheduler import run_pass
+
+    report = run_pass()
+    return {"ran": report.ran, "admitted": [j for j, _w in report.admitted], "waiting": len(report.waiting),
+            "seconds": round(report.seconds, 4)}
+
+
+@shared_task
+def dispatch_job(job_id: int) -> str:
+    """Hand an admitted job to its cluster's executor. Re-running it for the same job does nothing."""
+    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
+    if job is None or job.status != JobStatus.ADMITTED:
+        return "skipped"
+    executor = executor_for(job.cluster)
+    try:
+        state = executor.dispatch(job)
+    except Exception as exc:  # the executor's message is the evidence the user needs
+        logger.exception("dispatch of job %s failed", job_id)
+        lifecycle.transition(job, JobStatus.FAILED, _("Dispatch failed."), failure_category="",
+                             failure_message=_("Dispatch failed: %(error)s") % {"error": exc})
+        return "failed"
+    state["dispatched_at"] = timezone.now().isoformat()
+    lifecycle.transition(job, JobStatus.DISPATCHING, _("Sent to cluster %(c)s (%(kind)s executor).") % {
+        "c": job.cluster.name, "kind": job.cluster.get_executor_display()}, executor_state=state)
+    return "dispatched"
+
+
+@shared_task
+def sync_job_status() -> int:
+    """Ask executors what became of dispatched and running jobs; returns how many changed."""
+    now = timezone.now()
+    changed = 0
+    jobs = (Job.objects.filter(status__in=(JobStatus.DISPATCHING, JobStatus.RUNNING))
+            .select_related("cluster").prefetch_related("allocations__gpu__node"))
+    for job in jobs:
+        update = executor_for(job.cluster).observe(job, now)
+        if update is None:
+            continue
+        try:
+            lifecycle.transition(job, update.status, update.reason, failure_category=update.failure_category,
+                                 failure_message=update.failure_message, exit_code=update.exit_code)
+        except lifecycle.InvalidTransition:
+            continue  # cancelled meanwhile
+        changed += 1
+    if changed:
+        from .services import request_scheduling_pass
+
+        request_scheduling_pass()
+    return changed

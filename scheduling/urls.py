@@ -1,0 +1,13 @@
+from django.urls import path
+
+from . import views
+
+app_name = "scheduling"
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("jobs/", views.job_list, name="job-list"),
+    path("jobs/new/", views.job_submit, name="job-submit"),
+    path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
+    path("cluster/", views.cluster_overview, name="cluster"),
+]

@@ -1,0 +1,83 @@
+"""Portal pages. Thin: read through ``visible_to``, act through ``services``."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from tenants import access
+
+from . import services
+from .filtersets import JobFilterSet
+from .forms import JobSubmitForm
+from .models import Job
+
+
+def _jobs(user):
+    return Job.objects.visible_to(user).select_related("tenant", "project", "owner", "task_type")
+
+
+@login_required
+def dashboard(request):
+    user = request.user
+    jobs = _jobs(user)
+    return render(request, "scheduling/dashboard.html", {
+        "quota_rows": services.quota_usage(user),
+        "my_jobs": jobs.filter(owner=user)[:10],
+        "queue": jobs.waiting().order_by("queue_position", "submitted_at")[:20],
+        "capacity": services.capacity_summary(),
+    })
+
+
+@login_required
+def job_list(request):
+    filterset = JobFilterSet(request.GET or None, queryset=_jobs(request.user), request=request)
+    paginator = Paginator(filterset.qs, 50)
+    page = paginator.get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "scheduling/job_list.html", {
+        "filter": filterset, "page": page, "query": query.urlencode()})
+
+
+@login_required
+def job_detail(request, pk):
+    job = get_object_or_404(_jobs(request.user).prefetch_related("events__actor", "allocations__gpu__node"), pk=pk)
+    per_node: dict = {}
+    for allocation in job.allocations.all():
+        per_node.setdefault(allocation.gpu.node, []).append(allocation.gpu)
+    return render(request, "scheduling/job_detail.html", {
+        "job": job, "placement": sorted(per_node.items(), key=lambda item: item[0].name),
+        "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
+    })
+
+
+@login_required
+def job_submit(request):
+    form = JobSubmitForm(request.POST or None, user=request.user)
+    if request.method == "POST":
+        job = form.submit()
+        if job is not None:
+            messages.success(request, _("Job #%(id)d submitted.") % {"id": job.pk})
+            return redirect("scheduling:job-detail", pk=job.pk)
+    return render(request, "scheduling/job_form.html", {"form": form})
+
+
+@login_required
+@require_POST
+def job_cancel(request, pk):
+    job = get_object_or_404(_jobs(request.user), pk=pk)
+    try:
+        services.cancel_job(request.user, job, request.POST.get("reason", "").strip()[:500])
+        messages.success(request, _("Job #%(id)d cancelled.") % {"id": job.pk})
+    except (ValidationError, PermissionDenied) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    return redirect("scheduling:job-detail", pk=job.pk)
+
+
+@login_required
+def cluster_overview(request):
+    return render(request, "scheduling/cluster.html", {"capacity": services.capacity_summary(with_nodes=True)})

@@ -1,0 +1,137 @@
+"""Tenants, projects, who may do what, and how many GPUs each tenant may hold."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
+
+from gpuportal.models import TimeStampedModel
+
+from .scoping import TenantScopedQuerySet
+
+
+class Tenant(TimeStampedModel):
+    """An organisation (a lab, a team) that owns quota, projects and jobs: the unit of isolation.
+
+    Nobody outside a tenant sees its jobs; every read goes through ``visible_to(user)``.
+    """
+
+    name = models.SlugField(_("name"), max_length=64, unique=True)
+    display_name = models.CharField(_("display name"), max_length=200, blank=True)
+    description = models.TextField(_("description"), blank=True)
+    fair_share_weight = models.PositiveIntegerField(
+        _("fair-share weight"), default=1, help_text=_("Relative share when tenants compete for idle GPUs.")
+    )
+
+    objects = TenantScopedQuerySet.as_manager(tenant_lookup="pk")
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("tenant")
+        verbose_name_plural = _("tenants")
+
+    def __str__(self):
+        return self.name
+
+
+class Project(TimeStampedModel):
+    """A piece of work inside a tenant; usage is attributed to it in reports."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="projects", verbose_name=_("tenant"))
+    name = models.SlugField(_("name"), max_length=64)
+    description = models.TextField(_("description"), blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="project_unique_name_per_tenant")]
+        verbose_name = _("project")
+        verbose_name_plural = _("projects")
+
+    def __str__(self):
+        return f"{self.tenant.name}/{self.name}"
+
+
+class Role(models.TextChoices):
+    """What a member may do inside one tenant."""
+
+    RESEARCHER = "researcher", _("Researcher")
+    APPROVER = "approver", _("Approver")
+    TENANT_ADMIN = "tenant_admin", _("Tenant admin")
+    VIEWER = "viewer", _("Viewer")
+
+
+#: Roles that may submit jobs in their tenant.
+SUBMITTING_ROLES = frozenset({Role.RESEARCHER, Role.APPROVER, Role.TENANT_ADMIN})
+
+
+class Membership(TimeStampedModel):
+    """A user's role in a tenant. A user may hold several roles in one tenant (researcher and approver)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(_("role"), max_length=20, choices=Role.choices, default=Role.RESEARCHER)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__name", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant", "role"], name="membership_unique_role"),
+        ]
+        verbose_name = _("membership")
+        verbose_name_plural = _("memberships")
+
+    def __str__(self):
+        return f"{self.user} — {self.get_role_display()} @ {self.tenant}"
+
+
+class PlatformRole(TimeStampedModel):
+    """A role above tenants.
+
+    ``platform_admin`` sees and changes every tenant (read-write); ``manager`` sees every tenant's jobs,
+    quotas and reports but changes nothing (read-only).
+    """
+
+    class Kind(models.TextChoices):
+        PLATFORM_ADMIN = "platform_admin", _("Platform admin (all tenants, read-write)")
+        MANAGER = "manager", _("Manager (all tenants, read-only)")
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="platform_roles")
+    role = models.CharField(_("role"), max_length=20, choices=Kind.choices)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "role"], name="platform_role_unique")]
+        verbose_name = _("platform role")
+        verbose_name_plural = _("platform roles")
+
+    def __str__(self):
+        return f"{self.user} — {self.get_role_display()}"
+
+
+class Quota(TimeStampedModel):
+    """GPUs of one model a tenant may hold at once.
+
+    ``guaranteed_gpus`` are the tenant's own and always available to it; up to ``limit_gpus`` it may borrow
+    idle GPUs of others. A tenant with no Quota row for a GPU model may not use that model.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas", verbose_name=_("tenant"))
+    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    guaranteed_gpus = models.PositiveIntegerField(_("guaranteed GPUs"), default=0)
+    limit_gpus = models.PositiveIntegerField(_("limit GPUs"), default=0)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__name", "gpu_model"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "gpu_model"], name="quota_unique_per_model"),
+            models.CheckConstraint(condition=Q(limit_gpus__gte=F("guaranteed_gpus")), name="quota_limit_ge_guaranteed"),
+        ]
+        verbose_name = _("quota")
+        verbose_name_plural = _("quotas")
+
+    def __str__(self):
+        return f"{self.tenant}: {self.gpu_model} {self.guaranteed_gpus}/{self.limit_gpus}"

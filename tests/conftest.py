@@ -1,0 +1,44 @@
+import pytest
+from rest_framework.test import APIClient
+
+from scheduling.demo import seed_structure
+
+
+@pytest.fixture
+def world(transactional_db):
+    """Cluster, tenants, quotas and demo users, without jobs.
+
+    Transactional: submissions ask for a scheduling pass on commit, as in production, so the tests see
+    what a user sees right after submitting."""
+    return seed_structure()
+
+
+@pytest.fixture
+def users(world):
+    return world["users"]
+
+
+@pytest.fixture
+def api(users):
+    """An API client per demo user, authenticated with a token from the real token endpoint."""
+    clients = {}
+
+    def client_for(username):
+        if username not in clients:
+            anonymous = APIClient()
+            response = anonymous.post("/api/auth/token/", {"username": username, "password": "demo"}, format="json")
+            assert response.status_code == 200, response.content
+            client = APIClient()
+            client.credentials(HTTP_AUTHORIZATION=f"Token {response.json()['token']}")
+            clients[username] = client
+        return clients[username]
+
+    return client_for
+
+
+def job_payload(**overrides):
+    payload = {"tenant": "vision", "project": "detection", "task_type": "research", "gpu_model": "A100",
+               "gpus_per_node": 4, "nodes": 1, "image": "registry.local/pytorch:2.4", "command": "python train.py",
+               "max_runtime_minutes": 120}
+    payload.update(overrides)
+    return payload

@@ -1,0 +1,88 @@
+"""Each wait reason, from a real submission through the real pass, with its code and its numbers."""
+
+import pytest
+
+from scheduling import services
+from scheduling.models import Job, JobStatus, WaitReason
+from scheduling.scheduler import run_pass
+from tests.conftest import job_payload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def submit(users, username="alice", **overrides):
+    return services.submit_job(users[username], job_payload(**overrides))
+
+
+def refreshed(job):
+    return Job.objects.get(pk=job.pk)
+
+
+def test_quota_exhausted(users):
+    submit(users, gpus_per_node=8, command="sim:minutes=999")
+    submit(users, username="carol", project="segmentation", gpus_per_node=8, command="sim:minutes=999")
+    blocked = refreshed(submit(users, gpus_per_node=8))
+    assert blocked.status == JobStatus.QUEUED
+    assert blocked.wait_reason == WaitReason.QUOTA_EXCEEDED
+    assert blocked.wait_reason_message.startswith(
+        "Tenant vision uses 16 of its 16 A100 GPUs; this job needs 8 more, 8 beyond the limit")
+    assert blocked.queue_position == 1 and blocked.tenant_queue_position == 1
+
+
+def test_not_enough_free_gpus_of_the_model(users):
+    # nlp fills three H100 nodes, vision the fourth but two GPUs
+    services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
+                                                  gpus_per_node=8, nodes=3))
+    submit(users, gpu_model="H100", gpus_per_node=6)
+    waiting = refreshed(submit(users, gpu_model="H100", gpus_per_node=4))
+    assert waiting.wait_reason == WaitReason.INSUFFICIENT_GPUS
+    assert waiting.wait_reason_message == (
+        "Needs 4 H100 GPUs on one node; the most free on any healthy H100 node is 2 (2 free in total).")
+
+
+def test_multi_node_job_that_cannot_be_placed_whole(users):
+    submit(users, gpu_model="L40S", gpus_per_node=4)  # takes half of the first L40S node
+    submit(users, gpu_model="L40S", gpus_per_node=6)  # most of the second
+    services.submit_job(users["bob"], job_payload(tenant="nlp", project="chat-eval", gpu_model="L40S",
+                                                  gpus_per_node=8))  # all of the third
+    gang = refreshed(submit(users, gpu_model="L40S", gpus_per_node=8, nodes=2))
+    assert gang.wait_reason == WaitReason.GANG_UNPLACEABLE
+    assert gang.wait_reason_params["fitting_nodes"] == 1
+    assert "Needs 2 L40S nodes with 8 free GPUs each, all at once; only 1 such nodes" in gang.wait_reason_message
+    assert "(14 L40S GPUs free in total)" in gang.wait_reason_message
+
+
+def test_higher_priority_job_ahead(users):
+    services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
+                                                  gpus_per_node=8, nodes=3))
+    submit(users, gpu_model="H100", gpus_per_node=6)
+    big = refreshed(submit(users, gpu_model="H100", gpus_per_node=4, task_type="training"))
+    small = refreshed(submit(users, gpu_model="H100", gpus_per_node=2, task_type="test"))
+    assert big.wait_reason == WaitReason.INSUFFICIENT_GPUS
+    assert small.status == JobStatus.QUEUED
+    assert small.wait_reason == WaitReason.PRIORITY
+    assert small.wait_reason_message == (
+        f"Job #{big.pk} (priority 80) is ahead in the H100 queue and waits for 4 GPUs (2 free); "
+        "this job would fit but may not overtake it.")
+    assert (big.queue_position, small.queue_position) == (1, 2)
+
+
+def test_reason_change_is_recorded_on_the_timeline_once(users):
+    submit(users, gpus_per_node=8, command="sim:minutes=999")
+    submit(users, username="carol", project="segmentation", gpus_per_node=8, command="sim:minutes=999")
+    blocked = submit(users, gpus_per_node=8)
+    run_pass()
+    run_pass()
+    events = blocked.events.filter(kind="wait_reason")
+    assert events.count() == 1
+    assert events.get().data["code"] == WaitReason.QUOTA_EXCEEDED
+
+
+def test_wait_reason_sentence_is_translated_for_the_reader(users):
+    from django.utils import translation
+
+    submit(users, gpus_per_node=8, command="sim:minutes=999")
+    submit(users, username="carol", project="segmentation", gpus_per_node=8, command="sim:minutes=999")
+    blocked = refreshed(submit(users, gpus_per_node=8))
+    with translation.override("zh-hans"):  # no catalogue yet: the English sentence, numbers filled in
+        assert "16 of its 16 A100" in blocked.wait_reason_message

@@ -209,6 +209,7 @@ def submit_job(user, data: dict) -> Job:
             lifecycle.transition(job, JobStatus.QUEUED, _("Task type %(t)s needs no approval; queued.") % {
                 "t": task_type.code}, actor=user)
         request_scheduling_pass()
+    job.refresh_from_db()  # the pass that ran on commit may have admitted it already
     return job
 
 

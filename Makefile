@@ -1,0 +1,36 @@
+# `make demo` — set up and run the embedded demo (SQLite, no Redis, simulated cluster) on :8000.
+# `make test` — the whole suite against this machine's PostgreSQL and Redis (started when down).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
+
+.PHONY: demo test lint venv clean
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p var
+	@rm -f var/gpuportal.sqlite3 var/gpuportal.sqlite3-wal var/gpuportal.sqlite3-shm
+	$(PY) manage.py migrate --noinput -v 0
+	$(PY) manage.py seed_demo
+	PY=$(PY) ./scripts/demo.sh
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+test: $(STAMP)
+	./scripts/ensure-services.sh
+	$(PY) -m ruff check .
+	$(PY) manage.py makemigrations --check --dry-run -v 0
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache .hypothesis

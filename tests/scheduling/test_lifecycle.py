@@ -1,0 +1,123 @@
+"""Job states: one function changes them, each change is an event, simulated jobs end by themselves."""
+
+import ast
+import pathlib
+import time
+
+import pytest
+
+from scheduling import lifecycle, services
+from scheduling.models import FailureCategory, Job, JobStatus
+from scheduling.tasks import sync_job_status
+from tests.conftest import job_payload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+WRITERS = {"update", "create", "update_or_create", "get_or_create", "bulk_create"}
+
+
+def _status_writes(path: pathlib.Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr == "status":
+                    yield node.lineno
+                if isinstance(target, ast.Subscript) and getattr(target.slice, "value", None) == "status":
+                    yield node.lineno
+        elif isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            if name in WRITERS and any(k.arg == "status" for k in node.keywords):
+                yield node.lineno
+            if name == "setattr" and len(node.args) > 1 and getattr(node.args[1], "value", None) == "status":
+                yield node.lineno
+            if name == "bulk_update" and "status" in ast.unparse(node):
+                yield node.lineno
+
+
+def test_nothing_but_lifecycle_writes_job_status():
+    offenders = []
+    for app in ("scheduling", "tenants", "metering", "gpuportal"):
+        for path in pathlib.Path(app).rglob("*.py"):
+            if "migrations" in path.parts or path.name == "lifecycle.py":
+                continue
+            offenders += [f"{path}:{line}" for line in _status_writes(path)]
+    assert offenders == []
+    # and the scan does find the writes that lifecycle.py itself makes
+    assert list(_status_writes(pathlib.Path("scheduling/lifecycle.py")))
+
+
+def test_every_transition_is_an_event_with_a_reason(users):
+    job = services.submit_job(users["alice"], job_payload())
+    events = list(job.events.filter(kind="status"))
+    assert [(e.from_status, e.to_status) for e in events] == [
+        ("", "pending"), ("pending", "queued"), ("queued", "admitted"), ("admitted", "dispatching")]
+    assert all(e.reason for e in events)
+    assert events[0].actor == users["alice"]
+    assert "Admitted: 4 x A100 on " in events[2].reason
+    assert events[2].data["placements"][0]["gpus"] == [0, 1, 2, 3]
+
+
+def test_forbidden_and_stale_transitions_are_refused(users):
+    job = services.submit_job(users["alice"], job_payload())
+    with pytest.raises(lifecycle.InvalidTransition):
+        lifecycle.transition(job, JobStatus.QUEUED, "back to the queue?")
+    stale = Job.objects.get(pk=job.pk)
+    lifecycle.transition(job, JobStatus.CANCELLED, "first")
+    with pytest.raises(lifecycle.InvalidTransition):  # a racing writer still holding the old status
+        lifecycle.transition(stale, JobStatus.CANCELLED, "second")
+    assert job.events.filter(to_status="cancelled").count() == 1
+
+
+def _run_until_done(job, settings, rounds=50):
+    settings.SIMULATION_TIME_SCALE = 1e-6  # one real millisecond is a thousand simulated seconds
+    for _ in range(rounds):
+        time.sleep(0.01)
+        sync_job_status()
+        job.refresh_from_db()
+        if job.is_terminal:
+            return job
+    raise AssertionError(f"job {job.pk} still {job.status}")
+
+
+def test_simulated_job_runs_and_succeeds_by_itself(users, settings):
+    job = services.submit_job(users["alice"], job_payload(command="sim:outcome=succeeded sim:minutes=30"))
+    job = _run_until_done(job, settings)
+    assert job.status == JobStatus.SUCCEEDED and job.exit_code == 0
+    assert [e.to_status for e in job.events.filter(kind="status")][-2:] == ["running", "succeeded"]
+    assert job.started_at and job.finished_at and job.finished_at >= job.started_at
+    assert not job.allocations.filter(released_at__isnull=True).exists()
+
+
+@pytest.mark.parametrize(("outcome", "category", "evidence"), [
+    ("out_of_memory", FailureCategory.OUT_OF_MEMORY, "CUDA out of memory"),
+    ("node_fault", FailureCategory.NODE_FAULT, "XID 79"),
+    ("image", FailureCategory.IMAGE, "ErrImagePull"),
+    ("exit_code", FailureCategory.EXIT_CODE, "exited with code"),
+])
+def test_simulated_failures_carry_category_and_evidence(users, settings, outcome, category, evidence):
+    job = services.submit_job(users["alice"], job_payload(command=f"sim:outcome={outcome} sim:minutes=20"))
+    job = _run_until_done(job, settings)
+    assert job.status == JobStatus.FAILED
+    assert job.failure_category == category
+    assert evidence in job.failure_message
+
+
+def test_job_running_past_its_max_runtime_times_out(users, settings):
+    job = services.submit_job(users["alice"], job_payload(command="sim:minutes=500", max_runtime_minutes=60))
+    job = _run_until_done(job, settings)
+    assert job.failure_category == FailureCategory.TIMEOUT
+    assert "max runtime of 60 minutes" in job.failure_message
+
+
+def test_finished_job_frees_gpus_for_the_queue(users, settings):
+    first = services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:outcome=succeeded"))
+    services.submit_job(users["carol"], job_payload(project="segmentation", gpus_per_node=8,
+                                                    command="sim:minutes=99999"))
+    waiting = services.submit_job(users["alice"], job_payload(gpus_per_node=8))
+    waiting.refresh_from_db()
+    assert waiting.status == JobStatus.QUEUED and waiting.wait_reason == "quota_exceeded"
+    _run_until_done(first, settings)
+    waiting.refresh_from_db()
+    assert waiting.status in (JobStatus.ADMITTED, JobStatus.DISPATCHING, JobStatus.RUNNING)
+    assert waiting.wait_reason == "" and waiting.queue_position is None

@@ -1,0 +1,106 @@
+"""Server-rendered pages: what they show, isolation, and the submit form's errors."""
+
+import pytest
+
+from scheduling import services
+from scheduling.models import Job
+from tests.conftest import job_payload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def login(client, username):
+    assert client.login(username=username, password="demo")
+    return client
+
+
+def test_login_page_and_redirect(client, world):
+    assert client.get("/accounts/login/").status_code == 200
+    response = client.get("/jobs/")
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def test_dashboard_shows_quota_bars_jobs_and_queue(client, users):
+    for _ in range(2):
+        services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+    waiting = services.submit_job(users["alice"], job_payload(gpus_per_node=8, name="waits-for-quota"))
+    html = login(client, "alice").get("/").content.decode()
+    assert 'data-tenant="vision" data-model="A100"' in html
+    assert "16 / 16 / 16" in html  # used / guaranteed / limit
+    assert "waits-for-quota" in html and "quota_exceeded" in html
+    assert "Tenant vision uses 16 of its 16 A100 GPUs" in html
+    assert f'data-job-id="{waiting.pk}"' in html
+    assert 'data-tenant="nlp"' not in html
+
+
+def test_empty_pages_say_so(client, users):
+    login(client, "alice")
+    assert "You have not submitted any job yet." in client.get("/").content.decode()
+    assert "No job matches these filters." in client.get("/jobs/").content.decode()
+
+
+def test_job_list_filters(client, users):
+    services.submit_job(users["alice"], job_payload(name="on-a100"))
+    services.submit_job(users["alice"], job_payload(name="on-h100", gpu_model="H100"))
+    login(client, "alice")
+    html = client.get("/jobs/?gpu_model=H100").content.decode()
+    assert "on-h100" in html and "on-a100" not in html
+    assert "on-a100" in client.get("/jobs/?q=a100").content.decode()
+
+
+def test_job_detail_shows_timeline_placement_and_failure(client, users, settings):
+    from tests.scheduling.test_lifecycle import _run_until_done
+
+    job = services.submit_job(users["alice"], job_payload(command="sim:outcome=out_of_memory"))
+    _run_until_done(job, settings)
+    html = login(client, "alice").get(f"/jobs/{job.pk}/").content.decode()
+    assert "Why it failed" in html and "out_of_memory" in html and "CUDA out of memory" in html
+    for status in ("Pending approval", "Queued", "Admitted", "Dispatching", "Running", "Failed"):
+        assert status in html
+    node = job.allocations.first().gpu.node.name
+    assert node in html and "GPU 0" in html
+
+
+def test_other_tenant_job_page_and_cancel_are_404(client, users):
+    job = services.submit_job(users["alice"], job_payload())
+    login(client, "bob")
+    assert client.get(f"/jobs/{job.pk}/").status_code == 404
+    assert client.post(f"/jobs/{job.pk}/cancel/").status_code == 404
+    assert job.name not in client.get("/jobs/").content.decode()
+    assert job.name not in client.get("/").content.decode()
+
+
+def test_submit_form_creates_job_and_redirects(client, users):
+    login(client, "alice")
+    form = client.get("/jobs/new/").content.decode()
+    assert 'value="vision/detection"' in form and "nlp/" not in form
+    response = client.post("/jobs/new/", {"project": "vision/detection", "task_type": "research", "gpu_model": "A100",
+                                          "gpus_per_node": "2", "nodes": "1", "image": "registry.local/x:1",
+                                          "command": "python a.py", "max_runtime_minutes": ""})
+    job = Job.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    assert job.max_runtime_minutes == 24 * 60  # the task type's default
+
+
+def test_submit_form_bad_input_names_field_and_keeps_what_was_typed(client, users):
+    login(client, "alice")
+    response = client.post("/jobs/new/", {"project": "vision/detection", "task_type": "research",
+                                          "gpu_model": "A100", "gpus_per_node": "12", "nodes": "1", "image": "",
+                                          "command": "python keep-me.py --lr 3e-4", "name": "my-typed-name"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="error-gpus_per_node"' in html and "more than any A100 node has (at most 8)" in html
+    assert 'id="error-image"' in html and "Image is required" in html
+    assert "python keep-me.py --lr 3e-4" in html and 'value="my-typed-name"' in html and 'value="12"' in html
+    assert Job.objects.count() == 0
+
+
+def test_viewer_roles_cannot_submit(client, users):
+    login(client, "dave")
+    html = client.get("/jobs/new/").content.decode()
+    assert "no project in which you may submit" in html
+
+
+def test_cluster_page_lists_nodes(client, users):
+    html = login(client, "bob").get("/cluster/").content.decode()
+    assert "dc1-r1-h100-01" in html and "dc2-r2-l40s-04" in html

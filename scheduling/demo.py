@@ -171,15 +171,13 @@ def seed_history(users: dict, days: int = 21, count: int = 40, seed: int = 7) ->
         waited = timedelta(minutes=rng.choice([0.2, 1, 5, 30, 90, 240]))
         ran = timedelta(minutes=rng.randint(5, 600))
         status, category, message = rng.choice(HISTORY_OUTCOMES)
-        job = Job.objects.create(
-            tenant=project.tenant, project=project, owner=users[username], task_type=task, gpu_model=model,
-            name=f"{task.code}-{model.lower()}-{submitted:%m%d-%H%M}", gpus_per_node=gpus, node_count=1,
-            image=rng.choice(["registry.local/pytorch:2.4-cuda12", "registry.local/jax:0.4-cuda12"]),
+        job = lifecycle.create_job(
+            status=JobStatus.QUEUED, reason=f"Submitted by {username}; task type {task.code} needs no approval.",
+            actor=users[username], tenant=project.tenant, project=project, owner=users[username], task_type=task,
+            gpu_model=model, name=f"{task.code}-{model.lower()}-{submitted:%m%d-%H%M}", gpus_per_node=gpus,
+            node_count=1, image=rng.choice(["registry.local/pytorch:2.4-cuda12", "registry.local/jax:0.4-cuda12"]),
             command="python train.py", max_runtime_minutes=task.default_max_runtime_minutes,
             priority=task.priority, submitted_at=submitted)
-        lifecycle.initial_event(job, f"Submitted by {username}.", actor=users[username])
-        lifecycle.transition(job, JobStatus.QUEUED, f"Task type {task.code} needs no approval; queued.",
-                             at=submitted)
         if status == "cancelled":
             lifecycle.transition(job, JobStatus.CANCELLED, f"Cancelled by {username}.", actor=users[username],
                                  at=submitted + waited)

@@ -32,6 +32,8 @@ class JobSubmitForm(forms.Form):
             (t.code, _("%(name)s (priority %(p)d%(approval)s)") % {
                 "name": t.name, "p": t.priority, "approval": _(", needs approval") if t.requires_approval else ""})
             for t in TaskType.objects.all()]
+        if not self.is_bound and TaskType.objects.filter(code="research").exists():
+            self.initial.setdefault("task_type", "research")
         self.fields["gpu_model"].choices = [
             (c.gpu_model, _("%(model)s (%(n)d nodes, up to %(g)d GPUs per node)") % {
                 "model": c.gpu_model, "n": c.nodes, "g": c.max_gpus_per_node})

@@ -35,12 +35,15 @@ class InvalidTransition(Exception):
     """The job is not in a state from which the asked-for move is allowed (or it moved meanwhile)."""
 
 
-def initial_event(job: Job, reason: str, *, actor=None, at=None) -> JobEvent:
-    """Record the creation of a job in the status it was created with."""
-    if job.status not in ALLOWED_TRANSITIONS[""]:
-        raise InvalidTransition(f"a job cannot start in {job.status}")
-    return JobEvent.objects.create(job=job, at=at or job.submitted_at, from_status="", to_status=job.status,
-                                   reason=reason, actor=actor)
+def create_job(*, status: str, reason: str, actor=None, **fields) -> Job:
+    """Store a new job in its first status (queued, or pending when it needs approval) with its first event."""
+    if status not in ALLOWED_TRANSITIONS[""]:
+        raise InvalidTransition(f"a job cannot start in {status}")
+    with transaction.atomic():
+        job = Job.objects.create(status=status, **fields)
+        JobEvent.objects.create(job=job, at=job.submitted_at, from_status="", to_status=status, reason=reason,
+                                actor=actor)
+    return job
 
 
 def transition(job: Job, to_status: str, reason: str, *, actor=None, at=None, data=None, **fields) -> JobEvent:

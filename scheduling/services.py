@@ -196,18 +196,19 @@ def submit_job(user, data: dict) -> Job:
     clean = validate_job_request(user, data)
     project, task_type = clean["project"], clean["task_type"]
     now = timezone.now()
+    needs_approval = task_type.requires_approval
+    reason = (_("Submitted by %(user)s; task type %(t)s needs approval.") if needs_approval
+              else _("Submitted by %(user)s; task type %(t)s needs no approval, queued.")) % {
+        "user": user.get_username(), "t": task_type.code}
     with transaction.atomic():
-        job = Job.objects.create(
+        job = lifecycle.create_job(
+            status=JobStatus.PENDING if needs_approval else JobStatus.QUEUED, reason=reason, actor=user,
             tenant=project.tenant, project=project, owner=user,
             name=clean["name"] or f"{task_type.code}-{clean['gpu_model'].lower()}-{now:%m%d-%H%M%S}",
             task_type=task_type, gpu_model=clean["gpu_model"], gpus_per_node=clean["gpus_per_node"],
             node_count=clean["node_count"], image=clean["image"], command=clean["command"],
             max_runtime_minutes=clean["max_runtime_minutes"], priority=task_type.priority, submitted_at=now,
         )
-        lifecycle.initial_event(job, _("Submitted by %(user)s.") % {"user": user.get_username()}, actor=user)
-        if not task_type.requires_approval:
-            lifecycle.transition(job, JobStatus.QUEUED, _("Task type %(t)s needs no approval; queued.") % {
-                "t": task_type.code}, actor=user)
         request_scheduling_pass()
     job.refresh_from_db()  # the pass that ran on commit may have admitted it already
     return job

@@ -55,8 +55,8 @@ TEMPLATES = {
         "%(best_free)d (%(total_free)d free in total)."
     ),
     WaitReason.GANG_UNPLACEABLE: gettext_noop(
-        "Needs %(nodes)d %(gpu_model)s nodes with %(gpus_per_node)d free GPUs each, all at once; only "
-        "%(fitting_nodes)d such nodes are free now (%(total_free)d %(gpu_model)s GPUs free in total)."
+        "Needs %(nodes)d %(gpu_model)s nodes with %(gpus_per_node)d free GPUs each, all at once; nodes with that "
+        "many free GPUs now: %(fitting_nodes)d (%(total_free)d %(gpu_model)s GPUs free in total)."
     ),
     WaitReason.PRIORITY: gettext_noop(
         "Job #%(blocker_id)d (priority %(blocker_priority)d) is ahead in the %(gpu_model)s queue and waits for "

@@ -31,7 +31,7 @@ def test_submit_returns_201_with_the_contract_fields(api):
     # admitted by the pass the submission triggered, and dispatched
     assert body["status"] in ("admitted", "dispatching", "running")
     assert body["queue_position"] is None and body["wait_reason"] is None
-    assert [e["to_status"] for e in body["events"]][:3] == ["pending", "queued", "admitted"]
+    assert [e["to_status"] for e in body["events"]][:3] == ["queued", "admitted", "dispatching"]
 
 
 def test_submit_accepts_what_a_job_json_shows(api):

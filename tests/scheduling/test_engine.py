@@ -55,7 +55,7 @@ def test_multi_node_gang_is_all_or_nothing():
     assert wait.reason == WaitReason.GANG_UNPLACEABLE
     assert wait.params["fitting_nodes"] == 2
     assert "Needs 3 A100 nodes with 8 free GPUs each" in wait.message
-    assert "only 2 such nodes" in wait.message
+    assert "nodes with that many free GPUs now: 2" in wait.message
 
 
 def test_gang_stays_within_one_cluster():

@@ -51,11 +51,11 @@ def test_every_transition_is_an_event_with_a_reason(users):
     job = services.submit_job(users["alice"], job_payload())
     events = list(job.events.filter(kind="status"))
     assert [(e.from_status, e.to_status) for e in events] == [
-        ("", "pending"), ("pending", "queued"), ("queued", "admitted"), ("admitted", "dispatching")]
+        ("", "queued"), ("queued", "admitted"), ("admitted", "dispatching")]
     assert all(e.reason for e in events)
     assert events[0].actor == users["alice"]
-    assert "Admitted: 4 x A100 on " in events[2].reason
-    assert events[2].data["placements"][0]["gpus"] == [0, 1, 2, 3]
+    assert "Admitted: 4 x A100 on " in events[1].reason
+    assert events[1].data["placements"][0]["gpus"] == [0, 1, 2, 3]
 
 
 def test_forbidden_and_stale_transitions_are_refused(users):

@@ -55,7 +55,7 @@ def test_job_detail_shows_timeline_placement_and_failure(client, users, settings
     _run_until_done(job, settings)
     html = login(client, "alice").get(f"/jobs/{job.pk}/").content.decode()
     assert "Why it failed" in html and "out_of_memory" in html and "CUDA out of memory" in html
-    for status in ("Pending approval", "Queued", "Admitted", "Dispatching", "Running", "Failed"):
+    for status in ("Queued", "Admitted", "Dispatching", "Running", "Failed"):
         assert status in html
     node = job.allocations.first().gpu.node.name
     assert node in html and "GPU 0" in html

@@ -48,7 +48,8 @@ def test_multi_node_job_that_cannot_be_placed_whole(users):
     gang = refreshed(submit(users, gpu_model="L40S", gpus_per_node=8, nodes=2))
     assert gang.wait_reason == WaitReason.GANG_UNPLACEABLE
     assert gang.wait_reason_params["fitting_nodes"] == 1
-    assert "Needs 2 L40S nodes with 8 free GPUs each, all at once; only 1 such nodes" in gang.wait_reason_message
+    assert ("Needs 2 L40S nodes with 8 free GPUs each, all at once; nodes with that many free GPUs now: 1"
+            in gang.wait_reason_message)
     assert "(14 L40S GPUs free in total)" in gang.wait_reason_message
 
 

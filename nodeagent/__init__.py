@@ -1,0 +1,8 @@
+"""The gpuportal node agent: a small standalone program per GPU node.
+
+It reads accelerators through a device backend (NVIDIA through NVML first), the host's CPU, memory,
+network and storage counters, and serves them as JSON (`/v1/snapshot`) and Prometheus text (`/metrics`).
+It imports nothing of the portal and needs only the standard library plus `nvidia-ml-py`.
+"""
+
+VERSION = "0.1.0"

@@ -1,0 +1,106 @@
+"""``python -m nodeagent --port 9400 --token-file PATH [--labels datacenter=dc1,rack=r3,network=ib-a]``.
+
+``--simulate N`` runs the same code on a simulated NVML with N GPUs; ``--fault xid79:3`` injects a fault at
+start and ``--debug-port P`` accepts ``POST /fault {"kind": "dbe", "gpu": 2}`` on 127.0.0.1:P.
+``--fleet N`` serves N simulated agents from this one process under ``/agents/node-XXXX`` (benchmarks).
+``--register URL`` announces the agent to the portal (``POST URL/api/agents/register/``) with its token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+import urllib.request
+
+from .agent import Agent
+from .backends import make_backend
+from .server import serve
+
+
+def parse_labels(text: str) -> dict:
+    labels = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"label {item!r} is not key=value")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nodeagent", description="gpuportal node agent")
+    parser.add_argument("--port", type=int, default=9400)
+    parser.add_argument("--host", default="0.0.0.0")  # noqa: S104 - an agent serves the portal over the network
+    parser.add_argument("--token-file", required=True, help="File holding the bearer token issued by the portal.")
+    parser.add_argument("--labels", type=parse_labels, default={}, help="datacenter=dc1,rack=r3,network=ib-a")
+    parser.add_argument("--node-name", default=None, help="Defaults to the host name.")
+    parser.add_argument("--simulate", type=int, metavar="N", default=0, help="Simulated NVML with N GPUs.")
+    parser.add_argument("--model", default="H100", help="GPU model of the simulated NVML.")
+    parser.add_argument("--fault", action="append", default=[], metavar="KIND:GPU",
+                        help="Inject a fault at start (xid79, dbe, lost, hang).")
+    parser.add_argument("--debug-port", type=int, default=0, help="Fault-injection port on 127.0.0.1.")
+    parser.add_argument("--fleet", type=int, default=0, metavar="N", help="Serve N simulated agents (benchmarks).")
+    parser.add_argument("--register", default="", metavar="PORTAL_URL", help="Announce this agent to the portal.")
+    parser.add_argument("--advertise-url", default="", help="URL the portal should poll (default http://host:port).")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def register(portal: str, token: str, node: str, url: str, labels: dict) -> dict:
+    body = json.dumps({"node": node, "url": url, "labels": labels}).encode()
+    request = urllib.request.Request(portal.rstrip("/") + "/api/agents/register/", data=body, method="POST",
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the operator's portal URL
+        return json.loads(response.read())
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s nodeagent %(levelname)s %(message)s")
+    try:
+        with open(args.token_file) as handle:
+            token = handle.read().strip()
+    except OSError as exc:
+        print(f"nodeagent: cannot read --token-file: {exc}", file=sys.stderr)
+        return 2
+    if not token:
+        print("nodeagent: the token file is empty", file=sys.stderr)
+        return 2
+    agents = {}
+    if args.fleet:
+        for i in range(args.fleet):
+            name = f"node-{i:04d}"
+            backend = make_backend("simulated", count=args.simulate or 8, model=args.model, seed=i)
+            agents[f"/agents/{name}"] = (Agent(backend, node=name, labels=args.labels).start(), token)
+    else:
+        backend = (make_backend("simulated", count=args.simulate, model=args.model) if args.simulate
+                   else make_backend("nvidia"))
+        agent = Agent(backend, node=args.node_name, labels=args.labels).start()
+        for fault in args.fault:
+            kind, _sep, gpu = fault.partition(":")
+            backend.nvml.inject(kind, int(gpu or 0))
+        agents[""] = (agent, token)
+    server = serve(agents, args.host, args.port)
+    logging.info("serving %d agent(s) on %s:%d", len(agents), args.host, server.server_address[1])
+    if args.debug_port:
+        serve(agents, "127.0.0.1", args.debug_port, debug=True)
+        logging.info("fault injection on 127.0.0.1:%d (POST /fault)", args.debug_port)
+    if args.register and "" in agents:
+        url = args.advertise_url or f"http://{agents[''][0].node}:{server.server_address[1]}"
+        logging.info("registered with the portal: %s", register(args.register, token, agents[""][0].node, url,
+                                                                 args.labels))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_a: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    server.shutdown()
+    for agent, _token in agents.values():
+        agent.stop()
+    return 0

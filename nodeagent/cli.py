@@ -9,6 +9,7 @@ start and ``--debug-port P`` accepts ``POST /fault {"kind": "dbe", "gpu": 2}`` o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import signal
@@ -52,7 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def register(portal: str, token: str, node: str, url: str, labels: dict) -> dict:
     body = json.dumps({"node": node, "url": url, "labels": labels}).encode()
-    request = urllib.request.Request(portal.rstrip("/") + "/api/agents/register/", data=body, method="POST",
+    if not portal.startswith(("http://", "https://")):
+        raise ValueError("--register must be an http(s) URL")
+    request = urllib.request.Request(  # noqa: S310 - scheme checked above
+        portal.rstrip("/") + "/api/agents/register/", data=body, method="POST",
                                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the operator's portal URL
         return json.loads(response.read())
@@ -96,10 +100,8 @@ def main(argv=None) -> int:
                                                                  args.labels))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_a: stop.set())
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
-    except KeyboardInterrupt:
-        pass
     server.shutdown()
     for agent, _token in agents.values():
         agent.stop()

@@ -92,8 +92,8 @@ class FakeNvml:
 
     def _event(self, gpu, xid):
         with self._event_ready:
-            self._events.append(SimpleNamespace(device=self.handles[gpu], eventType=pynvml.nvmlEventTypeXidCriticalError,
-                                                eventData=xid))
+            self._events.append(SimpleNamespace(
+                device=self.handles[gpu], eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=xid))
             self._event_ready.notify_all()
 
     # -- guards -----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ never crashes on an NVML error. Critical XIDs arrive through an NVML event set r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -61,10 +62,8 @@ class NvmlBackend(DeviceBackend):
     def stop(self) -> None:
         self._stop.set()
         if self.started:
-            try:
+            with contextlib.suppress(self.nvml.NVMLError):
                 self.nvml.nvmlShutdown()
-            except self.nvml.NVMLError:
-                pass
             self.started = False
 
     def _call(self, fn, *args, default=None):

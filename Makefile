@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint venv clean bench-poll
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,15 @@ test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) manage.py makemigrations --check --dry-run -v 0
 	$(PY) -m pytest
+
+# Polling benchmark on this machine's PostgreSQL (database gpuportal_bench, created when missing).
+BENCH_DB ?= postgres://postgres@127.0.0.1:5432/gpuportal_bench
+bench-poll: $(STAMP)
+	./scripts/ensure-services.sh
+	psql -h 127.0.0.1 -U postgres -tc "SELECT 1 FROM pg_database WHERE datname='gpuportal_bench'" | grep -q 1 \
+	  || psql -h 127.0.0.1 -U postgres -c "CREATE DATABASE gpuportal_bench"
+	DATABASE_URL=$(BENCH_DB) $(PY) manage.py migrate --noinput -v 0
+	DATABASE_URL=$(BENCH_DB) $(PY) manage.py bench_poll --agents 1000 --gpus 8
 
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache .hypothesis

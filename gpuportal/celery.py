@@ -28,6 +28,7 @@ def beat_schedule() -> dict:
             "task": "scheduling.tasks.run_scheduling_pass",
             "schedule": _interval("PASS_INTERVAL_SECONDS", 10),
         },
+        "prune-readings": {"task": "scheduling.tasks.prune_readings", "schedule": 6 * 3600},
         "sync-job-status": {
             "task": "scheduling.tasks.sync_job_status",
             "schedule": _interval("SYNC_INTERVAL_SECONDS", 5),

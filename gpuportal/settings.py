@@ -155,6 +155,20 @@ SCHEDULER = {
     "SYNC_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_SYNC_INTERVAL", 5)),
     "POLL_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_POLL_INTERVAL", 15)),
 }
+# Node agents: how they are polled and when a node or GPU changes health.
+AGENTS = {
+    "POLL_WORKERS": int(os.environ.get("GPUPORTAL_POLL_WORKERS", 64)),
+    "POLL_TIMEOUT_SECONDS": float(os.environ.get("GPUPORTAL_POLL_TIMEOUT", 3)),
+    # healthy -> suspect after one missed poll; -> unhealthy after K missed polls in a row
+    "MISSED_POLLS_UNHEALTHY": int(os.environ.get("GPUPORTAL_MISSED_POLLS_UNHEALTHY", 3)),
+    # suspect or unhealthy -> healthy after M good polls in a row
+    "GOOD_POLLS_HEALTHY": int(os.environ.get("GPUPORTAL_GOOD_POLLS_HEALTHY", 3)),
+    "READINGS_RETENTION_DAYS": int(os.environ.get("GPUPORTAL_READINGS_RETENTION_DAYS", 30)),
+}
+# Per-node agent tokens are derived from this secret (HMAC of node name and token version) and only their
+# SHA-256 is stored, so a copy of the database does not reveal them.
+AGENT_TOKEN_SECRET = os.environ.get("GPUPORTAL_AGENT_TOKEN_SECRET", SECRET_KEY)
+
 # Simulated cluster: one simulated second lasts SIMULATION_TIME_SCALE real seconds (0.01 = 100x faster),
 # so demo jobs with runtimes of tens of minutes finish while someone watches.
 SIMULATION_TIME_SCALE = float(os.environ.get("GPUPORTAL_SIMULATION_TIME_SCALE", "0.02"))

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Inject a fault at start (xid79, dbe, lost, hang).")
     parser.add_argument("--debug-port", type=int, default=0, help="Fault-injection port on 127.0.0.1.")
     parser.add_argument("--fleet", type=int, default=0, metavar="N", help="Serve N simulated agents (benchmarks).")
+    parser.add_argument("--fleet-offset", type=int, default=0, help="First agent number of the fleet.")
     parser.add_argument("--register", default="", metavar="PORTAL_URL", help="Announce this agent to the portal.")
     parser.add_argument("--advertise-url", default="", help="URL the portal should poll (default http://host:port).")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -77,10 +78,13 @@ def main(argv=None) -> int:
         return 2
     agents = {}
     if args.fleet:
-        for i in range(args.fleet):
+        # a fleet's token file may hold one "name token" line per agent, or one token for all
+        per_agent = dict(line.split(None, 1) for line in token.splitlines() if len(line.split()) == 2)
+        for i in range(args.fleet_offset, args.fleet_offset + args.fleet):
             name = f"node-{i:04d}"
             backend = make_backend("simulated", count=args.simulate or 8, model=args.model, seed=i)
-            agents[f"/agents/{name}"] = (Agent(backend, node=name, labels=args.labels).start(), token)
+            agents[f"/agents/{name}"] = (Agent(backend, node=name, labels=args.labels).start(),
+                                         per_agent.get(name, token).strip())
     else:
         backend = (make_backend("simulated", count=args.simulate, model=args.model) if args.simulate
                    else make_backend("nvidia"))
@@ -91,6 +95,7 @@ def main(argv=None) -> int:
         agents[""] = (agent, token)
     server = serve(agents, args.host, args.port)
     logging.info("serving %d agent(s) on %s:%d", len(agents), args.host, server.server_address[1])
+    print(f"READY port={server.server_address[1]}", flush=True)
     if args.debug_port:
         serve(agents, "127.0.0.1", args.debug_port, debug=True)
         logging.info("fault injection on 127.0.0.1:%d (POST /fault)", args.debug_port)

@@ -99,3 +99,21 @@ class HostSampler:
             result["ib_tx_bytes_per_s"] = rate(counters["ib"][1], previous["ib"][1])
             result["disk_read_bytes_per_s"] = rate(counters["disk"], previous["disk"])
         return result
+
+
+class SimulatedHostSampler:
+    """Plausible host readings for simulated nodes (a busy training box: high NIC/IB, steady reads)."""
+
+    def __init__(self, seed: int = 0, busy: float = 0.5):
+        import random
+
+        self.rng = random.Random(seed)
+        self.busy = busy
+
+    def sample(self) -> dict:
+        r, b = self.rng, self.busy
+        return {"cpu_count": 128, "memory_total_mb": 2_097_152, "cpu_percent": round(5 + 60 * b + r.uniform(0, 5), 1),
+                "memory_percent": round(10 + 50 * b + r.uniform(0, 3), 1),
+                "net_rx_bytes_per_s": int(2e8 * b + r.uniform(0, 1e6)), "net_tx_bytes_per_s": int(1e8 * b),
+                "ib_rx_bytes_per_s": int(1.2e10 * b * r.uniform(0.8, 1.0)), "ib_tx_bytes_per_s": int(1.1e10 * b),
+                "disk_read_bytes_per_s": int(4e8 * b * r.uniform(0.5, 1.0))}

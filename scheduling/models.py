@@ -44,20 +44,33 @@ class Cluster(TimeStampedModel):
         return self.name
 
 
-class NodeState(models.TextChoices):
+class Health(models.TextChoices):
+    """Health from the node agent's readings: healthy -> suspect -> unhealthy -> healthy again."""
+
     HEALTHY = "healthy", _("Healthy")
     SUSPECT = "suspect", _("Suspect")
     UNHEALTHY = "unhealthy", _("Unhealthy")
+
+
+class AdminState(models.TextChoices):
+    """What admins decided: a cordoned node takes no new work; a draining one also expects its jobs to end."""
+
+    ACTIVE = "active", _("Active")
     CORDONED = "cordoned", _("Cordoned")
     DRAINING = "draining", _("Draining")
 
 
-#: Node states on which the scheduler may place new work.
-SCHEDULABLE_NODE_STATES = (NodeState.HEALTHY, NodeState.SUSPECT)
+class NodeQuerySet(models.QuerySet):
+    def schedulable(self):
+        return self.filter(admin_state=AdminState.ACTIVE).exclude(health=Health.UNHEALTHY)
 
 
 class Node(TimeStampedModel):
-    """A GPU server; its labels (datacenter, rack, network domain) are the topology placement uses."""
+    """A GPU server; its labels (datacenter, rack, network domain) are the topology placement uses.
+
+    ``health`` is set by the agent poller, ``admin_state`` by platform admins; the scheduler places work
+    only on nodes that are not unhealthy and are active.
+    """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="nodes")
     name = models.CharField(_("name"), max_length=128, unique=True)
@@ -65,12 +78,27 @@ class Node(TimeStampedModel):
     datacenter = models.CharField(_("datacenter"), max_length=64)
     rack = models.CharField(_("rack"), max_length=64)
     network_domain = models.CharField(_("network domain"), max_length=64)
-    state = models.CharField(_("state"), max_length=20, choices=NodeState.choices, default=NodeState.HEALTHY)
+    health = models.CharField(_("health"), max_length=20, choices=Health.choices, default=Health.HEALTHY)
+    admin_state = models.CharField(_("admin state"), max_length=20, choices=AdminState.choices,
+                                   default=AdminState.ACTIVE)
     agent_url = models.CharField(
         _("agent URL"), max_length=255, blank=True,
         help_text=_("Where the node agent answers; empty for a node of the simulated cluster."),
     )
+    agent_token_hash = models.CharField(_("agent token (SHA-256)"), max_length=64, blank=True, editable=False)
+    agent_token_version = models.PositiveIntegerField(default=0, editable=False)
+    agent_token_issued_at = models.DateTimeField(_("agent token issued"), null=True, blank=True, editable=False)
+    agent_version = models.CharField(_("agent version"), max_length=32, blank=True)
+    driver_version = models.CharField(_("driver version"), max_length=32, blank=True)
+    cuda_version = models.CharField(_("CUDA version"), max_length=16, blank=True)
     last_seen = models.DateTimeField(_("last seen"), null=True, blank=True)
+    last_poll_error = models.TextField(_("last poll error"), blank=True)
+    missed_polls = models.PositiveIntegerField(_("missed polls in a row"), default=0)
+    good_polls = models.PositiveIntegerField(_("good polls in a row"), default=0)
+    last_error_time = models.FloatField(default=0, editable=False,
+                                        help_text="Time of the newest agent error already processed.")
+
+    objects = NodeQuerySet.as_manager()
 
     class Meta:
         ordering = ["cluster__name", "datacenter", "rack", "name"]
@@ -82,21 +110,31 @@ class Node(TimeStampedModel):
 
     @property
     def schedulable(self) -> bool:
-        return self.state in SCHEDULABLE_NODE_STATES
+        return self.admin_state == AdminState.ACTIVE and self.health != Health.UNHEALTHY
+
+    @property
+    def state(self) -> str:
+        """One word for lists: the admin state when an admin set one, else the health."""
+        return self.admin_state if self.admin_state != AdminState.ACTIVE else self.health
+
+    def get_state_display(self) -> str:
+        return self.get_admin_state_display() if self.admin_state != AdminState.ACTIVE else self.get_health_display()
 
 
 class GPU(TimeStampedModel):
-    """One physical GPU of a node, with its latest reading from the node agent."""
+    """One physical GPU of a node: its inventory, health and error counters as the agent last reported."""
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
     index = models.PositiveSmallIntegerField(_("index"))
     uuid = models.CharField(_("UUID"), max_length=64, unique=True)
     model = models.CharField(_("model"), max_length=64)
     memory_mb = models.PositiveIntegerField(_("memory (MiB)"))
-    healthy = models.BooleanField(_("healthy"), default=True)
-    utilization_pct = models.PositiveSmallIntegerField(_("utilisation %"), null=True, blank=True)
-    memory_used_mb = models.PositiveIntegerField(_("memory used (MiB)"), null=True, blank=True)
-    last_reading_at = models.DateTimeField(_("last reading"), null=True, blank=True)
+    health = models.CharField(_("health"), max_length=20, choices=Health.choices, default=Health.HEALTHY)
+    good_polls = models.PositiveIntegerField(default=0)
+    ecc_dbe = models.PositiveIntegerField(_("double-bit ECC errors"), default=0)
+    ecc_sbe = models.PositiveIntegerField(_("single-bit ECC errors"), default=0)
+    retired_pages = models.PositiveIntegerField(_("retired pages"), default=0)
+    last_xid = models.PositiveIntegerField(_("last XID"), null=True, blank=True)
 
     class Meta:
         ordering = ["node__name", "index"]
@@ -106,6 +144,80 @@ class GPU(TimeStampedModel):
 
     def __str__(self):
         return f"{self.node.name}/gpu{self.index}"
+
+    @property
+    def healthy(self) -> bool:
+        """May take work: not unhealthy (a suspect GPU still runs jobs while it is watched)."""
+        return self.health != Health.UNHEALTHY
+
+
+class GpuReading(models.Model):
+    """One poll's reading of one GPU.
+
+    One narrow row per GPU per poll (small integers, no JSON): 1,000 nodes of 8 GPUs polled every 15 s make
+    about 46 million rows a day, which PostgreSQL inserts in one COPY-like batch per cycle and which
+    metering rolls up by day; ``prune_readings`` keeps ``READINGS_RETENTION_DAYS``.
+    """
+
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="readings")
+    at = models.DateTimeField()
+    utilization_pct = models.PositiveSmallIntegerField(null=True)
+    memory_used_mb = models.PositiveIntegerField(null=True)
+    temperature_c = models.SmallIntegerField(null=True)
+    power_w = models.FloatField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["gpu", "at"]), models.Index(fields=["at"])]
+
+    def __str__(self):
+        return f"{self.gpu_id}@{self.at:%H:%M:%S} {self.utilization_pct}%"
+
+
+class NodeReading(models.Model):
+    """One poll's host counters of one node (CPU, memory, NIC, InfiniBand, storage reads)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="readings")
+    at = models.DateTimeField()
+    cpu_percent = models.FloatField(null=True)
+    memory_percent = models.FloatField(null=True)
+    net_rx_bytes_per_s = models.BigIntegerField(null=True)
+    net_tx_bytes_per_s = models.BigIntegerField(null=True)
+    ib_rx_bytes_per_s = models.BigIntegerField(null=True)
+    ib_tx_bytes_per_s = models.BigIntegerField(null=True)
+    disk_read_bytes_per_s = models.BigIntegerField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["node", "at"]), models.Index(fields=["at"])]
+
+    def __str__(self):
+        return f"{self.node_id}@{self.at:%H:%M:%S}"
+
+
+class NodeEvent(models.Model):
+    """One line of a node's history: a health change (with the evidence), an admin action, a token issued."""
+
+    class Kind(models.TextChoices):
+        HEALTH = "health", _("Health")
+        ADMIN = "admin", _("Admin action")
+        TOKEN = "token", _("Agent token")
+        REGISTRATION = "registration", _("Agent registration")
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, null=True, blank=True, related_name="events")
+    at = models.DateTimeField(_("time"), db_index=True)
+    kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
+    from_state = models.CharField(_("from"), max_length=20, blank=True)
+    to_state = models.CharField(_("to"), max_length=20, blank=True)
+    reason = models.TextField(_("reason"))
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="+")
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.node} {self.from_state}->{self.to_state}: {self.reason}"
 
 
 class TaskType(TimeStampedModel):
@@ -151,6 +263,7 @@ WAITING_STATUSES = (JobStatus.PENDING, JobStatus.QUEUED)
 
 class FailureCategory(models.TextChoices):
     NODE_FAULT = "node_fault", _("Node fault")
+    GPU_FAULT = "gpu_fault", _("GPU fault")
     COMMUNICATION = "communication", _("Cross-node communication")
     IMAGE = "image", _("Image / environment")
     OUT_OF_MEMORY = "out_of_memory", _("Out of memory")
@@ -264,6 +377,7 @@ class JobEvent(models.Model):
     class Kind(models.TextChoices):
         STATUS = "status", _("Status change")
         WAIT_REASON = "wait_reason", _("Wait reason")
+        FAULT = "fault", _("Hardware fault")
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(_("time"), db_index=True)

@@ -22,7 +22,6 @@ from . import engine, lifecycle
 from .models import (
     ACTIVE_STATUSES,
     GPU,
-    SCHEDULABLE_NODE_STATES,
     Job,
     JobAllocation,
     JobEvent,
@@ -61,7 +60,7 @@ def load_snapshot() -> tuple[engine.Snapshot, dict[int, Node], dict[tuple[int, i
     node_snaps = tuple(
         engine.NodeSnapshot(
             id=n.id, name=n.name, gpu_model=n.gpu_model, cluster=n.cluster.name, datacenter=n.datacenter,
-            rack=n.rack, network_domain=n.network_domain, schedulable=n.state in SCHEDULABLE_NODE_STATES,
+            rack=n.rack, network_domain=n.network_domain, schedulable=n.schedulable,
             gpu_indices=tuple(sorted(g.index for g in n.gpus.all() if g.healthy)))
         for n in nodes)
     placements: dict[int, list[tuple[int, int]]] = {}

@@ -3,7 +3,7 @@ and reporting quota use. Views call these; they never decide anything themselves
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -288,7 +288,7 @@ def quota_usage(user) -> list[QuotaUse]:
 
 @dataclass
 class ModelCapacity:
-    """Free and busy GPUs of one model, so researchers can see what they can run now."""
+    """What can run now on one GPU model: the bridge between what was bought and what can run."""
 
     gpu_model: str
     nodes: int = 0
@@ -296,32 +296,83 @@ class ModelCapacity:
     gpus: int = 0
     allocated: int = 0
     free: int = 0
-    largest_free_block: int = 0
-    node_rows: list = None
+    unhealthy: int = 0
+    unavailable: int = 0  # on cordoned or draining nodes
+    largest_on_node: int = 0
+    largest_in_rack: int = 0
+    largest_in_rack_where: str = ""
+    largest_in_cluster: int = 0
+    node_rows: list = field(default_factory=list)
 
     @property
     def allocated_pct(self) -> float:
         return 100.0 * self.allocated / self.gpus if self.gpus else 0.0
 
+    # kept for the dashboard template
+    @property
+    def largest_free_block(self) -> int:
+        return self.largest_on_node
+
+
+def largest_gang(free_per_node: list[int]) -> int:
+    """The most GPUs one job can get from these nodes with the same number of GPUs on each node."""
+    return max((g * sum(1 for f in free_per_node if f >= g) for g in set(free_per_node) if g), default=0)
+
 
 def capacity_summary(with_nodes: bool = False) -> list[ModelCapacity]:
     """Cluster capacity per GPU model. Not tenant data: every signed-in user may see it."""
-    from .models import SCHEDULABLE_NODE_STATES, JobAllocation
+    from .models import AdminState, Health, JobAllocation
 
     busy = set(JobAllocation.objects.filter(released_at__isnull=True).values_list("gpu_id", flat=True))
     summary: dict[str, ModelCapacity] = {}
+    free_by: dict[tuple, list[int]] = {}
     for node in Node.objects.select_related("cluster").prefetch_related("gpus"):
-        row = summary.setdefault(node.gpu_model, ModelCapacity(node.gpu_model, node_rows=[]))
+        row = summary.setdefault(node.gpu_model, ModelCapacity(node.gpu_model))
         gpus = list(node.gpus.all())
         taken = sum(1 for g in gpus if g.pk in busy)
-        usable = node.state in SCHEDULABLE_NODE_STATES
+        usable = node.schedulable
         free = sum(1 for g in gpus if g.pk not in busy and g.healthy) if usable else 0
         row.nodes += 1
         row.schedulable_nodes += usable
         row.gpus += len(gpus)
         row.allocated += taken
         row.free += free
-        row.largest_free_block = max(row.largest_free_block, free)
+        row.unhealthy += len(gpus) if node.health == Health.UNHEALTHY else sum(1 for g in gpus if not g.healthy)
+        if node.admin_state != AdminState.ACTIVE and node.health != Health.UNHEALTHY:
+            row.unavailable += len(gpus)
+        row.largest_on_node = max(row.largest_on_node, free)
+        free_by.setdefault((node.gpu_model, "rack", node.cluster.name, node.rack), []).append(free)
+        free_by.setdefault((node.gpu_model, "cluster", node.cluster.name), []).append(free)
         if with_nodes:
             row.node_rows.append({"node": node, "gpus": gpus, "busy": busy, "taken": taken, "free": free})
+    for key, frees in free_by.items():
+        row, best = summary[key[0]], largest_gang(frees)
+        if key[1] == "rack" and best > row.largest_in_rack:
+            row.largest_in_rack, row.largest_in_rack_where = best, key[3]
+        elif key[1] == "cluster":
+            row.largest_in_cluster = max(row.largest_in_cluster, best)
     return [summary[k] for k in sorted(summary)]
+
+
+def set_node_admin_state(user, node: Node, state: str, reason: str = ""):
+    """Cordon, drain or reactivate a node (platform admins); recorded as a node event with the actor."""
+    from django.core.exceptions import PermissionDenied
+
+    from .models import AdminState, NodeEvent
+
+    if not access.for_user(user).platform_admin:
+        raise PermissionDenied(_("Only platform admins may change a node's state."))
+    if state not in AdminState.values:
+        raise ValidationError({"state": _("Unknown node state %(s)r.") % {"s": state}})
+    if node.admin_state == state:
+        return node
+    before = node.admin_state
+    with transaction.atomic():
+        node.admin_state = state
+        node.save(update_fields=["admin_state", "last_updated"])
+        text = _("%(user)s set the node %(state)s.") % {"user": user.get_username(),
+                                                          "state": AdminState(state).label.lower()}
+        NodeEvent.objects.create(node=node, at=timezone.now(), kind=NodeEvent.Kind.ADMIN, from_state=before,
+                                 to_state=state, reason=f"{text} {reason}".strip(), actor=user)
+        request_scheduling_pass()
+    return node

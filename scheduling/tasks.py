@@ -13,7 +13,6 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from . import lifecycle
-from .agents import poll_simulated_agents
 from .executors import executor_for
 from .models import Job, JobStatus
 
@@ -21,8 +20,26 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task
-def poll_agents() -> int:
-    return poll_simulated_agents()
+def poll_agents() -> dict:
+    """Poll every node agent once (concurrently), store readings and apply health changes."""
+    from .polling import poll_agents as poll
+
+    report = poll()
+    return {"polled": report.polled, "answered": report.answered, "failed": report.failed,
+            "changes": report.changes, "seconds": round(report.fetch_seconds + report.store_seconds, 3)}
+
+
+@shared_task
+def prune_readings() -> int:
+    """Drop GPU and node readings older than READINGS_RETENTION_DAYS (metering keeps the rollups)."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from .models import GpuReading, NodeReading
+
+    cutoff = timezone.now() - timedelta(days=settings.AGENTS["READINGS_RETENTION_DAYS"])
+    return GpuReading.objects.filter(at__lt=cutoff).delete()[0] + NodeReading.objects.filter(at__lt=cutoff).delete()[0]
 
 
 @shared_task

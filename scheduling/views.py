@@ -13,7 +13,7 @@ from tenants import access
 from . import services
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm
-from .models import Job
+from .models import AdminState, Job, Node
 
 
 def _jobs(user):
@@ -46,9 +46,16 @@ def job_list(request):
 @login_required
 def job_detail(request, pk):
     job = get_object_or_404(_jobs(request.user).prefetch_related("events__actor", "allocations__gpu__node"), pk=pk)
+    from .inventory import gpu_series
+
     per_node: dict = {}
-    for allocation in job.allocations.all():
-        per_node.setdefault(allocation.gpu.node, []).append(allocation.gpu)
+    allocations = list(job.allocations.all())
+    series = gpu_series(a.gpu_id for a in allocations) if not job.is_terminal else {}
+    for allocation in allocations:
+        gpu = allocation.gpu
+        latest = series.get(gpu.pk, {}).get("latest")
+        gpu.latest_util = latest.utilization_pct if latest else None
+        per_node.setdefault(gpu.node, []).append(gpu)
     return render(request, "scheduling/job_detail.html", {
         "job": job, "placement": sorted(per_node.items(), key=lambda item: item[0].name),
         "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
@@ -81,3 +88,50 @@ def job_cancel(request, pk):
 @login_required
 def cluster_overview(request):
     return render(request, "scheduling/cluster.html", {"capacity": services.capacity_summary(with_nodes=True)})
+
+
+@login_required
+def inventory(request):
+    from .inventory import inventory_tree
+
+    datacenter, rack = request.GET.get("datacenter", ""), request.GET.get("rack", "")
+    return render(request, "scheduling/inventory.html", {
+        "tree": inventory_tree(request.user, datacenter=datacenter, rack=rack),
+        "datacenter": datacenter, "rack": rack})
+
+
+def _node_page(request, node, new_token=""):
+    from .inventory import gpu_rows, node_series
+
+    return render(request, "scheduling/node_detail.html", {
+        "node": node, "gpus": gpu_rows(request.user, node.gpus.all()),
+        "host": node_series([node.pk]).get(node.pk, {}), "events": node.events.select_related("actor", "gpu")[:200],
+        "can_admin": access.for_user(request.user).platform_admin, "new_token": new_token,
+        "admin_states": AdminState.choices})
+
+
+@login_required
+def node_detail(request, name):
+    node = get_object_or_404(Node.objects.select_related("cluster"), name=name)
+    return _node_page(request, node)
+
+
+@login_required
+@require_POST
+def node_action(request, name):
+    """Platform admins: cordon / drain / reactivate a node, or issue its agent token (shown once)."""
+    from . import agent_tokens
+
+    node = get_object_or_404(Node.objects.select_related("cluster"), name=name)
+    if not access.for_user(request.user).platform_admin:
+        raise PermissionDenied
+    action = request.POST.get("action", "")
+    if action == "issue_token":
+        token = agent_tokens.issue(node, actor=request.user)
+        return _node_page(request, node, new_token=token)
+    try:
+        services.set_node_admin_state(request.user, node, action, request.POST.get("reason", "").strip()[:500])
+        messages.success(request, _("Node %(n)s is now %(s)s.") % {"n": node.name, "s": node.get_state_display()})
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    return redirect("scheduling:node-detail", name=node.name)

@@ -1,10 +1,16 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
+from .agents import AgentRegistrationView, NodeViewSet
 from .views import JobViewSet, QuotaUsageView, TaskTypeViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
 router.register("task-types", TaskTypeViewSet, basename="tasktype")
+router.register("nodes", NodeViewSet, basename="node")
 
-urlpatterns = [path("quotas/", QuotaUsageView.as_view(), name="quota-usage"), *router.urls]
+urlpatterns = [
+    path("quotas/", QuotaUsageView.as_view(), name="quota-usage"),
+    path("agents/register/", AgentRegistrationView.as_view(), name="agent-register"),
+    *router.urls,
+]

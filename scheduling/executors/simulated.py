@@ -65,6 +65,13 @@ class SimulatedExecutor(Executor):
         plan = job.executor_state.get("plan")
         if not plan:
             return None
+        fault = job.executor_state.get("fault")
+        if fault:  # the hardware under the job failed (seen by the agent poller): so does the job
+            return ExecutorUpdate(
+                JobStatus.FAILED, _("Lost its hardware."), fault["category"],
+                _("%(what)s on %(node)s: %(message)s Not your program's fault: resubmit.") % {
+                    "what": FailureCategory(fault["category"]).label, "node": fault["node"],
+                    "message": fault["message"]})
         nodes = sorted({a.gpu.node.name for a in job.allocations.all()})
         if job.status == JobStatus.DISPATCHING:
             dispatched = job.executor_state.get("dispatched_at")

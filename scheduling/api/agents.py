@@ -1,0 +1,58 @@
+"""Endpoints for node agents (bearer token of the node) and the read-only node inventory."""
+
+from django.db import transaction
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import status, viewsets
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import agent_tokens
+from ..models import Node, NodeEvent
+from .serializers import AgentRegistrationSerializer, NodeSerializer
+
+LABEL_FIELDS = {"datacenter": "datacenter", "rack": "rack", "network": "network_domain",
+                "network_domain": "network_domain"}
+
+
+class AgentRegistrationView(APIView):
+    """An agent announces where it answers, authenticated by its node's token (``Authorization: Bearer``).
+
+    A wrong token and an unknown node get the same 401, so the endpoint does not reveal node names."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(request=AgentRegistrationSerializer, responses={200: NodeSerializer})
+    def post(self, request):
+        body = AgentRegistrationSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        scheme, _sep, token = request.headers.get("Authorization", "").partition(" ")
+        node = Node.objects.filter(name=body.validated_data["node"]).first()
+        if scheme.lower() != "bearer" or node is None or not agent_tokens.verify(node, token.strip()):
+            return Response({"detail": "Unknown node or wrong agent token."}, status=status.HTTP_401_UNAUTHORIZED)
+        labels = body.validated_data.get("labels", {})
+        updates = {"agent_url": body.validated_data["url"]}
+        updates.update({LABEL_FIELDS[k]: v for k, v in labels.items() if k in LABEL_FIELDS})
+        with transaction.atomic():
+            before = {k: getattr(node, k) for k in updates}
+            for key, value in updates.items():
+                setattr(node, key, value)
+            node.save(update_fields=[*updates, "last_updated"])
+            NodeEvent.objects.create(node=node, at=timezone.now(), kind=NodeEvent.Kind.REGISTRATION,
+                                     reason=f"Agent registered at {node.agent_url}.",
+                                     data={"before": before, "after": updates})
+        return Response(NodeSerializer(node).data)
+
+
+class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Nodes with their labels, health and GPUs (inventory; no tenant data)."""
+
+    serializer_class = NodeSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    filterset_fields = ["gpu_model", "datacenter", "rack", "health", "admin_state"]
+
+    def get_queryset(self):
+        return Node.objects.select_related("cluster").prefetch_related("gpus").order_by("name")

@@ -1,0 +1,41 @@
+"""Small template helpers: inline SVG sparklines (no chart library needed for a 30-point trend)."""
+
+from django import template
+from django.utils.html import format_html
+
+register = template.Library()
+
+
+@register.simple_tag
+def sparkline(values, maximum=100, width=120, height=24, label=""):
+    """An inline SVG polyline of ``values`` (None gaps skipped) scaled to ``maximum``; empty text if no data."""
+    points = [v for v in (values or []) if v is not None]
+    if len(points) < 2:
+        return format_html('<span class="muted">{}</span>', "—" if not points else points[-1])
+    top = max(float(maximum or 0), max(points), 1e-9)
+    step = width / (len(points) - 1)
+    coords = " ".join(f"{i * step:.1f},{height - (v / top) * (height - 2) - 1:.1f}" for i, v in enumerate(points))
+    return format_html(
+        '<svg class="spark" width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">'
+        '<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{}"/></svg>',
+        width, height, width, height, label, coords)
+
+
+@register.filter
+def megabytes(value):
+    """MiB as a short human figure (GiB above 1024)."""
+    if not isinstance(value, (int, float)):
+        return "—"
+    return f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value} MiB"
+
+
+@register.filter
+def rate(value):
+    """Bytes per second, humanised."""
+    if not isinstance(value, (int, float)):
+        return "—"
+    for unit in ("B/s", "kB/s", "MB/s", "GB/s"):
+        if value < 1000:
+            return f"{value:.0f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB/s"

@@ -20,6 +20,7 @@ import urllib.request
 from .agent import Agent
 from .backends import make_backend
 from .server import serve
+from .system import SimulatedHostSampler
 
 
 def parse_labels(text: str) -> dict:
@@ -83,12 +84,14 @@ def main(argv=None) -> int:
         for i in range(args.fleet_offset, args.fleet_offset + args.fleet):
             name = f"node-{i:04d}"
             backend = make_backend("simulated", count=args.simulate or 8, model=args.model, seed=i)
-            agents[f"/agents/{name}"] = (Agent(backend, node=name, labels=args.labels).start(),
+            agents[f"/agents/{name}"] = (Agent(backend, node=name, labels=args.labels,
+                                               host=SimulatedHostSampler(seed=i)).start(),
                                          per_agent.get(name, token).strip())
     else:
         backend = (make_backend("simulated", count=args.simulate, model=args.model) if args.simulate
                    else make_backend("nvidia"))
-        agent = Agent(backend, node=args.node_name, labels=args.labels).start()
+        host = SimulatedHostSampler() if args.simulate else None
+        agent = Agent(backend, node=args.node_name, labels=args.labels, host=host).start()
         for fault in args.fault:
             kind, _sep, gpu = fault.partition(":")
             backend.nvml.inject(kind, int(gpu or 0))

@@ -118,7 +118,8 @@ def seed_structure() -> dict:
         "description": "Simulated cluster of the embedded demo"})
     for name, model, dc, rack, network in NODES:
         node, _ = Node.objects.get_or_create(name=name, defaults={
-            "cluster": cluster, "gpu_model": model, "datacenter": dc, "rack": rack, "network_domain": network})
+            "cluster": cluster, "gpu_model": model, "datacenter": dc, "rack": rack, "network_domain": network,
+            "cpu_milli": 128_000, "memory_mib": 2_097_152})
         for index in range(8):
             GPU.objects.get_or_create(node=node, index=index, defaults={
                 "uuid": _uuid(name, index), "model": model, "memory_mb": GPU_MEMORY_MB[model]})

@@ -5,7 +5,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from . import services
-from .models import TaskType
+from .models import TaskType, Topology
 
 
 class JobSubmitForm(forms.Form):
@@ -16,6 +16,15 @@ class JobSubmitForm(forms.Form):
     gpus_per_node = forms.CharField(label=_("GPUs per node"), initial="1",
                                     widget=forms.NumberInput(attrs={"min": 1}))
     nodes = forms.CharField(label=_("Nodes"), initial="1", widget=forms.NumberInput(attrs={"min": 1}))
+    topology = forms.ChoiceField(label=_("Topology"), choices=Topology.choices, initial=Topology.ANY, required=False,
+                                 help_text=_("Where the nodes of a multi-node job must be."))
+    gpu_share = forms.CharField(label=_("GPU share"), required=False, initial="1",
+                                widget=forms.NumberInput(attrs={"min": 0.05, "max": 1, "step": 0.05}),
+                                help_text=_("Below 1 (e.g. 0.25): a share of one GPU, packed with others."))
+    cpus_per_node = forms.CharField(label=_("CPUs per node"), required=False, widget=forms.NumberInput(),
+                                    help_text=_("Empty: the task type's CPUs per GPU."))
+    memory_gb_per_node = forms.CharField(label=_("Memory per node (GB)"), required=False,
+                                         widget=forms.NumberInput(), help_text=_("Empty: the task type's default."))
     image = forms.CharField(label=_("Image"), required=False,
                             widget=forms.TextInput(attrs={"placeholder": "registry.local/pytorch:2.4-cuda12"}))
     command = forms.CharField(label=_("Command"), required=False, widget=forms.Textarea(attrs={"rows": 3}))

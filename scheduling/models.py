@@ -34,6 +34,16 @@ class Cluster(TimeStampedModel):
     description = models.TextField(_("description"), blank=True)
     executor = models.CharField(_("executor"), max_length=20, choices=ExecutorKind.choices,
                                 default=ExecutorKind.SIMULATED)
+    # Scheduling policy of this cluster (see the README's policy table).
+    ordering = models.CharField(_("queue order"), max_length=20, default="fair_share",
+                                choices=[("fair_share", _("Priority, then fair share")),
+                                         ("fifo", _("Arrival order"))])
+    fair_share_half_life_hours = models.FloatField(_("fair-share half-life (hours)"), default=7 * 24)
+    placement = models.CharField(_("placement"), max_length=20, default="pack",
+                                 choices=[("pack", _("Pack (tightest domain, fullest nodes)")),
+                                          ("first_fit", _("First fit"))])
+    backfill = models.BooleanField(_("backfill"), default=True)
+    preemption = models.BooleanField(_("preemption"), default=True)
 
     class Meta:
         ordering = ["name"]
@@ -91,6 +101,8 @@ class Node(TimeStampedModel):
     agent_version = models.CharField(_("agent version"), max_length=32, blank=True)
     driver_version = models.CharField(_("driver version"), max_length=32, blank=True)
     cuda_version = models.CharField(_("CUDA version"), max_length=16, blank=True)
+    cpu_milli = models.PositiveIntegerField(_("CPU (millicores)"), default=0, help_text=_("0: not accounted."))
+    memory_mib = models.PositiveBigIntegerField(_("memory (MiB)"), default=0, help_text=_("0: not accounted."))
     last_seen = models.DateTimeField(_("last seen"), null=True, blank=True)
     last_poll_error = models.TextField(_("last poll error"), blank=True)
     missed_polls = models.PositiveIntegerField(_("missed polls in a row"), default=0)
@@ -231,6 +243,10 @@ class TaskType(TimeStampedModel):
     preemptible = models.BooleanField(_("preemptible"), default=True)
     requires_approval = models.BooleanField(_("requires approval"), default=False)
     default_max_runtime_minutes = models.PositiveIntegerField(_("default max runtime (minutes)"), default=24 * 60)
+    cpu_milli_per_gpu = models.PositiveIntegerField(_("CPU per GPU (millicores)"), default=8000,
+                                                    help_text=_("Default when a job asks for no CPU."))
+    memory_mib_per_gpu = models.PositiveIntegerField(_("memory per GPU (MiB)"), default=64 * 1024,
+                                                     help_text=_("Default when a job asks for no memory."))
 
     class Meta:
         ordering = ["-priority", "code"]
@@ -280,6 +296,13 @@ class JobQuerySet(TenantScopedQuerySet):
         return self.filter(status__in=ACTIVE_STATUSES)
 
 
+class Topology(models.TextChoices):
+    ANY = "any", _("Any (tightest domain that fits)")
+    SAME_NODE = "same_node", _("Same node")
+    SAME_RACK = "same_rack", _("Same rack")
+    SAME_NETWORK_DOMAIN = "same_network_domain", _("Same network domain")
+
+
 class Job(TimeStampedModel):
     """A request for ``node_count`` x ``gpus_per_node`` GPUs of one model to run an image.
 
@@ -298,6 +321,14 @@ class Job(TimeStampedModel):
     image = models.CharField(_("image"), max_length=500)
     command = models.TextField(_("command"), blank=True)
     max_runtime_minutes = models.PositiveIntegerField(_("max runtime (minutes)"))
+    topology = models.CharField(_("topology"), max_length=24, choices=Topology.choices, default=Topology.ANY)
+    gpu_milli = models.PositiveSmallIntegerField(_("share of each GPU (1/1000)"), default=1000)
+    cpu_milli = models.PositiveIntegerField(_("CPU per node (millicores)"), default=0)
+    memory_mib = models.PositiveIntegerField(_("memory per node (MiB)"), default=0)
+    held_by = models.CharField(_("held by"), max_length=10, blank=True,
+                               choices=[("user", _("user")), ("admin", _("admin"))])
+    requeue_on_preemption = models.BooleanField(_("requeue when preempted"), default=True)
+    retry_count = models.PositiveIntegerField(_("retries"), default=0)
     priority = models.IntegerField(_("priority"), help_text=_("Copied from the task type at submission."))
 
     status = models.CharField(_("status"), max_length=20, choices=JobStatus.choices, default=JobStatus.PENDING,
@@ -333,8 +364,13 @@ class Job(TimeStampedModel):
         return f"#{self.pk} {self.name}"
 
     @property
-    def total_gpus(self) -> int:
-        return self.gpus_per_node * self.node_count
+    def total_gpus(self) -> float:
+        total = self.gpus_per_node * self.node_count * self.gpu_milli / 1000
+        return int(total) if total == int(total) else total
+
+    @property
+    def gpu_share(self) -> float:
+        return self.gpu_milli / 1000
 
     @property
     def is_waiting(self) -> bool:
@@ -350,6 +386,31 @@ class Job(TimeStampedModel):
         if not self.wait_reason:
             return ""
         return render_reason(self.wait_reason, self.wait_reason_params, translate=gettext)
+
+
+class Reservation(TimeStampedModel):
+    """``gpus`` GPUs of ``gpu_model`` held for a tenant from ``start`` to ``end``; others see "reserved for
+    tenant X until T". Created by platform admins (approved requests, with the governance issue)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="reservations")
+    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    gpus = models.PositiveIntegerField(_("GPUs"))
+    start = models.DateTimeField(_("start"))
+    end = models.DateTimeField(_("end"))
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["start"]
+        constraints = [models.CheckConstraint(condition=models.Q(end__gt=models.F("start")),
+                                              name="reservation_ends_after_start")]
+        verbose_name = _("reservation")
+        verbose_name_plural = _("reservations")
+
+    def __str__(self):
+        return f"{self.tenant}: {self.gpus} x {self.gpu_model} {self.start:%Y-%m-%d %H:%M}–{self.end:%H:%M}"
 
 
 class JobAllocation(models.Model):
@@ -378,6 +439,7 @@ class JobEvent(models.Model):
         STATUS = "status", _("Status change")
         WAIT_REASON = "wait_reason", _("Wait reason")
         FAULT = "fault", _("Hardware fault")
+        HOLD = "hold", _("Hold")
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(_("time"), db_index=True)

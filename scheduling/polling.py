@@ -206,6 +206,8 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
             node.cuda_version = str(snapshot.get("cuda_version") or "")[:16]
             obs = health.Observation()
             host = snapshot.get("host") or {}
+            if isinstance(host.get("cpu_count"), int) and isinstance(host.get("memory_total_mb"), int):
+                node.cpu_milli, node.memory_mib = host["cpu_count"] * 1000, host["memory_total_mb"]
             node_readings.append(NodeReading(node=node, at=now, **{k: host.get(k) for k in (
                 "cpu_percent", "memory_percent", "net_rx_bytes_per_s", "net_tx_bytes_per_s", "ib_rx_bytes_per_s",
                 "ib_tx_bytes_per_s", "disk_read_bytes_per_s")}))
@@ -261,7 +263,8 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
 
     with transaction.atomic():
         update_grouped(Node, nodes, ["health", "missed_polls", "good_polls", "last_seen", "last_poll_error",
-                                     "agent_version", "driver_version", "cuda_version", "last_error_time"])
+                                     "agent_version", "driver_version", "cuda_version", "last_error_time",
+                                     "cpu_milli", "memory_mib"])
         GPU.objects.bulk_create(new_gpus)
         update_grouped(GPU, changed_gpus, ["health", "good_polls", "ecc_dbe", "ecc_sbe", "retired_pages", "last_xid"])
         GPU.objects.bulk_update(moved_gpus, ["uuid", "memory_mb"], batch_size=500)

@@ -16,7 +16,7 @@ from tenants import access
 from tenants.models import Project, Quota, Tenant
 
 from . import lifecycle
-from .models import Job, JobStatus, Node, TaskType
+from .models import Job, JobStatus, Node, TaskType, Topology
 
 MAX_IMAGE_LENGTH = Job._meta.get_field("image").max_length
 MAX_NAME_LENGTH = Job._meta.get_field("name").max_length
@@ -24,20 +24,29 @@ MAX_NAME_LENGTH = Job._meta.get_field("name").max_length
 
 @dataclass(frozen=True)
 class GpuModelCapacity:
-    """What a GPU model offers: how many nodes have it and the most GPUs any one of them has."""
+    """What a GPU model offers: how many nodes have it, the most GPUs, CPU and memory of any one of them."""
 
     gpu_model: str
     nodes: int
     max_gpus_per_node: int
     total_gpus: int
+    node_sizes: tuple[int, ...] = ()
+    max_cpu_milli: int = 0
+    max_memory_mib: int = 0
+
+    def nodes_with_at_least(self, gpus: int) -> int:
+        return sum(1 for size in self.node_sizes if size >= gpus)
 
 
 def gpu_model_catalogue() -> dict[str, GpuModelCapacity]:
     """GPU models the cluster has, from the registered nodes (whatever their health)."""
-    per_model: dict[str, list[int]] = {}
-    for model, gpus in Node.objects.annotate(n=Count("gpus")).values_list("gpu_model", "n").order_by("gpu_model"):
-        per_model.setdefault(model, []).append(gpus)
-    return {m: GpuModelCapacity(m, len(c), max(c), sum(c)) for m, c in per_model.items()}
+    per_model: dict[str, list[tuple[int, int, int]]] = {}
+    for model, gpus, cpu, mem in Node.objects.annotate(n=Count("gpus")).values_list(
+            "gpu_model", "n", "cpu_milli", "memory_mib").order_by("gpu_model"):
+        per_model.setdefault(model, []).append((gpus, cpu, mem))
+    return {m: GpuModelCapacity(m, len(rows), max(r[0] for r in rows), sum(r[0] for r in rows),
+                                tuple(r[0] for r in rows), max(r[1] for r in rows), max(r[2] for r in rows))
+            for m, rows in per_model.items()}
 
 
 def submittable_projects(user):
@@ -181,6 +190,55 @@ def validate_job_request(user, data: dict) -> dict:
         errors["command"] = _("Command must be text of at most 10000 characters.")
     clean["command"] = command if isinstance(command, str) else ""
 
+    topology = data.get("topology") or Topology.ANY
+    if topology not in Topology.values:
+        errors["topology"] = _("Unknown topology %(t)r; choose one of: %(choices)s.") % {
+            "t": topology, "choices": ", ".join(Topology.values)}
+    elif topology == Topology.SAME_NODE and clean.get("node_count") not in (None, 1):
+        errors["topology"] = _("same_node needs nodes = 1 (got %(n)d).") % {"n": clean["node_count"]}
+    clean["topology"] = topology
+
+    share = data.get("gpu_share")
+    clean["gpu_milli"] = 1000
+    if share not in (None, ""):
+        try:
+            share_value = float(share)
+        except (TypeError, ValueError):
+            share_value = -1.0
+        if not 0.05 <= share_value <= 1:
+            errors["gpu_share"] = _("GPU share must be between 0.05 and 1 (got %(v)s).") % {"v": share}
+        elif share_value < 1 and (clean.get("gpus_per_node") != 1 or clean.get("node_count") != 1):
+            errors["gpu_share"] = _("A GPU share below 1 needs exactly 1 GPU on 1 node.")
+        else:
+            clean["gpu_milli"] = round(share_value * 1000)
+
+    for field_name, unit, scale in (("cpus_per_node", _("CPUs per node"), 1000),
+                                    ("memory_gb_per_node", _("Memory per node (GB)"), 1024)):
+        raw = data.get(field_name)
+        clean[field_name] = None
+        if raw in (None, ""):
+            continue
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = -1.0
+        limit = (capacity.max_cpu_milli / 1000 if field_name == "cpus_per_node" else capacity.max_memory_mib / 1024) \
+            if capacity and (capacity.max_cpu_milli if field_name == "cpus_per_node" else capacity.max_memory_mib) \
+            else 1e9
+        if not 0 < value <= limit:
+            errors[field_name] = _("%(label)s must be above 0 and at most %(max)g (got %(v)s).") % {
+                "label": unit, "max": limit, "v": raw}
+        else:
+            clean[field_name] = round(value * scale)
+
+    if capacity and "gpus_per_node" not in errors and "nodes" not in errors and clean["gpus_per_node"]:
+        big_enough = capacity.nodes_with_at_least(clean["gpus_per_node"])
+        if clean["node_count"] > big_enough:
+            errors["nodes"] = _(
+                "%(n)d nodes with %(g)d %(model)s GPUs each can never fit: only %(k)d nodes have %(g)d GPUs "
+                "(the largest possible request is %(k)d x %(g)d).") % {
+                "n": clean["node_count"], "g": clean["gpus_per_node"], "model": model_name, "k": big_enough}
+
     name = data.get("name") or ""
     if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH:
         errors["name"] = _("Name must be at most %(max)d characters.") % {"max": MAX_NAME_LENGTH}
@@ -208,6 +266,10 @@ def submit_job(user, data: dict) -> Job:
             task_type=task_type, gpu_model=clean["gpu_model"], gpus_per_node=clean["gpus_per_node"],
             node_count=clean["node_count"], image=clean["image"], command=clean["command"],
             max_runtime_minutes=clean["max_runtime_minutes"], priority=task_type.priority, submitted_at=now,
+            topology=clean["topology"], gpu_milli=clean["gpu_milli"],
+            cpu_milli=clean["cpus_per_node"] or task_type.cpu_milli_per_gpu * clean["gpus_per_node"],
+            memory_mib=clean["memory_gb_per_node"] or task_type.memory_mib_per_gpu * clean["gpus_per_node"],
+            requeue_on_preemption=str(data.get("requeue_on_preemption", True)).lower() not in ("false", "0", "no"),
         )
         request_scheduling_pass()
     job.refresh_from_db()  # the pass that ran on commit may have admitted it already
@@ -237,6 +299,34 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
     if was_active:
         executor_for(job.cluster).stop(job)
     request_scheduling_pass()
+    return job
+
+
+def set_hold(user, job: Job, hold: bool) -> Job:
+    """Hold a waiting job (it keeps its place but is not started) or release it. Owners hold as "user";
+    tenant and platform admins as "admin"; only an admin releases an admin hold."""
+    from django.core.exceptions import PermissionDenied
+
+    from .models import JobEvent
+
+    if not access.can_manage_job(user, job.tenant_id, job.owner_id):
+        raise PermissionDenied(_("You may not hold or release this job."))
+    if not job.is_waiting:
+        raise ValidationError({"status": _("Only a waiting job can be held or released (job #%(id)d is %(s)s).")
+                               % {"id": job.pk, "s": job.get_status_display()}})
+    is_admin = job.owner_id != user.pk or access.for_user(user).platform_admin
+    if not hold and job.held_by == "admin" and not (access.for_user(user).platform_admin or access.has_role(
+            user, job.tenant_id, {"tenant_admin"})):
+        raise PermissionDenied(_("An admin hold can only be released by an admin."))
+    new = ("admin" if is_admin else "user") if hold else ""
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(held_by=new)
+        JobEvent.objects.create(job=job, at=timezone.now(), kind=JobEvent.Kind.HOLD, from_status=job.status,
+                                to_status=job.status, actor=user,
+                                reason=(_("Held by %(user)s.") if hold else _("Released by %(user)s.")) % {
+                                    "user": user.get_username()})
+        request_scheduling_pass()
+    job.held_by = new
     return job
 
 

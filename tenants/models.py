@@ -10,6 +10,37 @@ from gpuportal.models import TimeStampedModel
 from .scoping import TenantScopedQuerySet
 
 
+class Department(TimeStampedModel):
+    """An optional level above tenants: its quota per GPU model caps the sum of its tenants' use."""
+
+    name = models.SlugField(_("name"), max_length=64, unique=True)
+    display_name = models.CharField(_("display name"), max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("department")
+        verbose_name_plural = _("departments")
+
+    def __str__(self):
+        return self.name
+
+
+class DepartmentQuota(TimeStampedModel):
+    """The most GPUs of one model a department's tenants may hold together."""
+
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, related_name="quotas")
+    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    limit_gpus = models.PositiveIntegerField(_("limit GPUs"))
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["department", "gpu_model"], name="department_quota_unique")]
+        verbose_name = _("department quota")
+        verbose_name_plural = _("department quotas")
+
+    def __str__(self):
+        return f"{self.department}: {self.gpu_model} {self.limit_gpus}"
+
+
 class Tenant(TimeStampedModel):
     """An organisation (a lab, a team) that owns quota, projects and jobs: the unit of isolation.
 
@@ -22,6 +53,8 @@ class Tenant(TimeStampedModel):
     fair_share_weight = models.PositiveIntegerField(
         _("fair-share weight"), default=1, help_text=_("Relative share when tenants compete for idle GPUs.")
     )
+    department = models.ForeignKey(Department, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="tenants", verbose_name=_("department"))
 
     objects = TenantScopedQuerySet.as_manager(tenant_lookup="pk")
 

@@ -40,14 +40,18 @@ class JobSerializer(serializers.ModelSerializer):
     wait_reason = serializers.SerializerMethodField()
     failure = serializers.SerializerMethodField()
     placement = serializers.SerializerMethodField()
+    gpu_share = serializers.FloatField(read_only=True)
+    cpus_per_node = serializers.SerializerMethodField()
+    memory_gb_per_node = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
         fields = [
             "id", "tenant", "project", "owner", "name", "task_type", "priority", "gpu_model", "gpus_per_node",
-            "nodes", "total_gpus", "image", "command", "max_runtime_minutes", "status", "queue_position",
-            "tenant_queue_position", "wait_reason", "estimated_start", "failure", "exit_code", "placement",
-            "submitted_at", "admitted_at", "started_at", "finished_at",
+            "nodes", "total_gpus", "gpu_share", "topology", "cpus_per_node", "memory_gb_per_node", "image", "command",
+            "max_runtime_minutes", "status", "queue_position", "tenant_queue_position", "wait_reason",
+            "estimated_start", "failure", "exit_code", "placement", "held_by", "retry_count",
+            "requeue_on_preemption", "submitted_at", "admitted_at", "started_at", "finished_at",
         ]
         read_only_fields = fields
 
@@ -56,6 +60,12 @@ class JobSerializer(serializers.ModelSerializer):
         if not job.is_waiting or not job.wait_reason:
             return None
         return {"code": job.wait_reason, "message": job.wait_reason_message}
+
+    def get_cpus_per_node(self, job) -> float:
+        return job.cpu_milli / 1000
+
+    def get_memory_gb_per_node(self, job) -> float:
+        return round(job.memory_mib / 1024, 3)
 
     @extend_schema_field(FailureSerializer(allow_null=True))
     def get_failure(self, job):
@@ -94,6 +104,12 @@ class JobSubmitSerializer(serializers.Serializer):
     command = serializers.CharField(required=False, allow_blank=True)
     max_runtime_minutes = serializers.IntegerField(
         required=False, min_value=1, max_value=settings.SCHEDULER["MAX_RUNTIME_MINUTES"])
+    topology = serializers.ChoiceField(choices=["any", "same_node", "same_rack", "same_network_domain"],
+                                       required=False)
+    gpu_share = serializers.FloatField(required=False, help_text="Share of one GPU, 0.05–1 (below 1: 1 GPU, 1 node).")
+    cpus_per_node = serializers.FloatField(required=False, help_text="Default: the task type's CPUs per GPU.")
+    memory_gb_per_node = serializers.FloatField(required=False, help_text="Default: the task type's memory per GPU.")
+    requeue_on_preemption = serializers.BooleanField(required=False, default=True)
 
 
 class CancelSerializer(serializers.Serializer):
@@ -112,7 +128,8 @@ class QuotaUseSerializer(serializers.Serializer):
 class TaskTypeSerializer(serializers.ModelSerializer):
     class Meta:
         model = TaskType
-        fields = ["code", "name", "priority", "preemptible", "requires_approval", "default_max_runtime_minutes"]
+        fields = ["code", "name", "priority", "preemptible", "requires_approval", "default_max_runtime_minutes",
+                  "cpu_milli_per_gpu", "memory_mib_per_gpu"]
 
 
 class GPUSerializer(serializers.Serializer):

@@ -56,6 +56,19 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return Response(JobDetailSerializer(job).data)
 
 
+    @extend_schema(request=None, responses={200: JobDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def hold(self, request, pk=None):
+        services.set_hold(request.user, self.get_object(), hold=True)
+        return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
+
+    @extend_schema(request=None, responses={200: JobDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request, pk=None):
+        services.set_hold(request.user, self.get_object(), hold=False)
+        return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
+
+
 class QuotaUsageView(APIView):
     """Quota per tenant and GPU model with GPUs in use, for the caller's tenants."""
 

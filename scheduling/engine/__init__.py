@@ -5,32 +5,51 @@ No Django, no ORM, no I/O. The Celery pass (``scheduling.scheduler``) turns the 
 trace replays and benchmarks call :func:`schedule` directly.
 """
 
+from .capacity import Capacity
 from .model import (
+    ANY_MODEL,
+    WHOLE,
     Admission,
+    DepartmentQuota,
     NodeSnapshot,
     PassResult,
     Placement,
+    Preemption,
     QuotaSnapshot,
+    Reservation,
     RunningJob,
     Snapshot,
+    TenantInfo,
+    TenantShare,
+    UsageRecord,
     WaitDecision,
     WaitingJob,
 )
-from .passes import place_gang, schedule
+from .passes import schedule
+from .policy import Policy
 from .reasons import WaitReason, render_reason
 
 __all__ = [
+    "ANY_MODEL",
+    "WHOLE",
     "Admission",
+    "Capacity",
+    "DepartmentQuota",
     "NodeSnapshot",
     "PassResult",
     "Placement",
+    "Policy",
+    "Preemption",
     "QuotaSnapshot",
+    "Reservation",
     "RunningJob",
     "Snapshot",
+    "TenantInfo",
+    "TenantShare",
+    "UsageRecord",
     "WaitDecision",
     "WaitReason",
     "WaitingJob",
-    "place_gang",
     "render_reason",
     "schedule",
 ]

@@ -1,16 +1,26 @@
-"""The engine's input and output types: frozen dataclasses of plain values."""
+"""The engine's input and output types: frozen dataclasses of plain values.
+
+Times are seconds since the epoch (floats); GPU shares are in thousandths of a GPU (``gpu_milli``, 1000 =
+a whole GPU), CPU in millicores and memory in MiB, as Kubernetes counts them.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from .policy import Policy
 from .reasons import WaitReason
+
+ANY_MODEL = "*"
+WHOLE = 1000
 
 
 @dataclass(frozen=True)
 class NodeSnapshot:
-    """One node as the scheduler sees it. ``gpu_indices`` lists the GPUs that may take work (healthy,
-    not cordoned); a node that may take no work at all has ``schedulable=False``."""
+    """One node. ``gpu_indices`` lists the GPUs that may take work (healthy); ``gpu_total`` counts all of
+    them (for "can this request ever fit"); ``schedulable`` is False for unhealthy, cordoned, draining nodes.
+    ``cpu_milli`` / ``memory_mib`` of 0 mean "not accounted"."""
 
     id: int
     name: str
@@ -21,14 +31,22 @@ class NodeSnapshot:
     rack: str = ""
     network_domain: str = ""
     schedulable: bool = True
+    gpu_total: int | None = None
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpu_total if self.gpu_total is not None else len(self.gpu_indices)
 
 
 @dataclass(frozen=True)
 class Placement:
-    """GPUs given to a job on one node."""
+    """GPUs given to a job on one node; ``gpu_milli`` is the share of each (1000 = whole)."""
 
     node_id: int
     gpu_indices: tuple[int, ...]
+    gpu_milli: int = WHOLE
 
 
 @dataclass(frozen=True)
@@ -40,15 +58,30 @@ class RunningJob:
     gpu_model: str
     placements: tuple[Placement, ...]
     priority: int = 0
+    preemptible: bool = True
+    task_type: str = ""
+    submitted_at: float = 0.0
+    started_at: float = 0.0
+    max_runtime: float = math.inf
+    expected_runtime: float | None = None
+    cpu_milli: int = 0  # per node
+    memory_mib: int = 0  # per node
 
     @property
-    def gpus(self) -> int:
-        return sum(len(p.gpu_indices) for p in self.placements)
+    def gpus(self) -> float:
+        return sum(len(p.gpu_indices) * p.gpu_milli for p in self.placements) / WHOLE
+
+    def end(self, use_expected: bool = True) -> float:
+        runtime = self.max_runtime
+        if use_expected and self.expected_runtime is not None:
+            runtime = min(runtime, self.expected_runtime)
+        return self.started_at + runtime
 
 
 @dataclass(frozen=True)
 class WaitingJob:
-    """A queued job asking for ``nodes`` x ``gpus_per_node`` GPUs of one model, all at once."""
+    """A queued job asking for ``nodes`` x ``gpus_per_node`` GPUs (each a ``gpu_milli`` share) of one model
+    (``"*"``: any model), all at once, within a ``topology`` domain."""
 
     id: int
     tenant: str
@@ -58,23 +91,86 @@ class WaitingJob:
     priority: int = 0
     task_type: str = ""
     submitted_at: float = 0.0
+    gpu_milli: int = WHOLE
+    cpu_milli: int = 0  # per node
+    memory_mib: int = 0  # per node
+    topology: str = "any"  # same_node | same_rack | same_network_domain | any
+    max_runtime: float = math.inf
+    expected_runtime: float | None = None
+    preemptible: bool = True
+    held: str = ""  # "user" or "admin" when held
+    awaiting_approval: bool = False
+    accept_models: tuple[str, ...] = ()
 
     @property
-    def gpus(self) -> int:
-        return self.gpus_per_node * self.nodes
+    def gpus(self) -> float:
+        return self.gpus_per_node * self.nodes * self.gpu_milli / WHOLE
 
     @property
-    def rank_key(self) -> tuple:
-        """Queue order: higher priority first, then earlier submission, then lower id (stable)."""
-        return (-self.priority, self.submitted_at, self.id)
+    def slots(self) -> int:
+        """Whole GPUs this job occupies for capacity estimates (a share counts as one GPU)."""
+        return max(1, self.gpus_per_node * self.nodes) if self.gpu_milli >= WHOLE else 1
+
+    @property
+    def fractional(self) -> bool:
+        return self.gpu_milli < WHOLE
+
+    @property
+    def runtime_estimate(self) -> float:
+        runtime = self.max_runtime if self.expected_runtime is None else min(self.max_runtime, self.expected_runtime)
+        return runtime if math.isfinite(runtime) else 7 * 86400.0
+
+    def models(self, known) -> tuple[str, ...]:
+        if self.accept_models:
+            return tuple(m for m in self.accept_models if m in known)
+        if self.gpu_model == ANY_MODEL:
+            return tuple(sorted(known))
+        return (self.gpu_model,) if self.gpu_model in known else ()
 
 
 @dataclass(frozen=True)
 class QuotaSnapshot:
     tenant: str
     gpu_model: str
-    guaranteed: int
-    limit: int
+    guaranteed: float
+    limit: float
+    department: str = ""
+
+
+@dataclass(frozen=True)
+class DepartmentQuota:
+    """A cap on the sum of a department's tenants' GPUs of one model."""
+
+    name: str
+    gpu_model: str
+    limit: float
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """``gpus`` GPUs of ``gpu_model`` held for ``tenant`` from ``start`` to ``end``."""
+
+    id: int
+    tenant: str
+    gpu_model: str
+    gpus: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """GPU-seconds a tenant used, ending at ``at`` (finished jobs, or a day's rollup)."""
+
+    tenant: str
+    at: float
+    gpu_seconds: float
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    name: str
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -83,13 +179,32 @@ class Snapshot:
     running: tuple[RunningJob, ...] = ()
     waiting: tuple[WaitingJob, ...] = ()
     quotas: tuple[QuotaSnapshot, ...] = ()
+    departments: tuple[DepartmentQuota, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    usage: tuple[UsageRecord, ...] = ()
+    tenants: tuple[TenantInfo, ...] = ()
     now: float = 0.0
+    policy: Policy = field(default_factory=Policy)
 
 
 @dataclass(frozen=True)
 class Admission:
     job_id: int
     placements: tuple[Placement, ...]
+    backfilled: bool = False
+    borrowing: bool = False
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """A running job stopped so that ``preemptor_id`` can run, with the rule that allowed it."""
+
+    victim_id: int
+    victim_tenant: str
+    preemptor_id: int
+    preemptor_tenant: str
+    rule: str  # "reclaim within guarantee" | "higher priority class"
+    message: str
 
 
 @dataclass(frozen=True)
@@ -105,10 +220,25 @@ class WaitDecision:
     estimated_start: float | None = None
 
 
+@dataclass(frozen=True)
+class TenantShare:
+    """Why one tenant goes before another inside a priority class."""
+
+    tenant: str
+    weight: float
+    fair_share: float  # weight / sum of weights
+    usage_gpu_hours: float  # decayed
+    usage_share: float  # decayed usage / sum of decayed usage
+    running_gpus: float
+
+
 @dataclass
 class PassResult:
     admissions: list[Admission] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
     waiting: list[WaitDecision] = field(default_factory=list)
+    shares: list[TenantShare] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
 
     def wait_for(self, job_id: int) -> WaitDecision | None:
         return next((w for w in self.waiting if w.job_id == job_id), None)

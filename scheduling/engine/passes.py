@@ -1,113 +1,407 @@
-"""The first scheduling pass: strict priority order, quota check, first-fit gang placement.
+"""One scheduling pass: order the queue, check quotas and reservations, place gangs, backfill, preempt,
+and explain every job that still waits — with its queue positions and an estimated start.
 
-Order: higher priority first, then earlier submission. For each waiting job in that order:
-
-1. Quota: the tenant's GPUs of the model in use plus this job must stay within the tenant's limit.
-2. Capacity: a request no set of healthy nodes could ever hold is reported as such, and blocks nobody.
-3. Placement: first fit over healthy nodes of the model (sorted by cluster, datacenter, rack, name),
-   all-or-nothing: a job of N nodes gets N distinct nodes of one cluster, each with ``gpus_per_node``
-   free GPUs, or nothing.
-4. No overtaking: once a job of a GPU model waits for resources, later jobs of that model that would fit
-   wait behind it (``PRIORITY``) rather than take GPUs it needs. Backfill (a later issue) relaxes this
-   when the overtaking job provably finishes in time.
+1. Order: priority class first; inside a class, fair share (tenant weight against usage decayed with a
+   half-life, plus the GPUs the tenant already has queued ahead), then submit time. ``fifo`` policies use
+   arrival order only.
+2. For each job in that order: approval and holds; "can this ever fit"; healthy nodes; quota (limit,
+   borrowing beyond the guarantee, department cap); capacity reserved for other tenants; placement.
+3. Placement packs: the tightest topology domain that fits, the fullest nodes in it, shared GPUs filled
+   before whole ones are split (see ``capacity.py``).
+4. No overtaking, except EASY backfill: once the first job of a GPU model waits for resources (the head),
+   a later job may start only if it ends (max runtime) before the head's shadow time, or uses GPUs the
+   head will not need then.
+5. Preemption: a job of a non-preemptible class may stop lower-priority preemptible jobs; a tenant within
+   its guarantee may stop other tenants' jobs that run on borrowed GPUs. Victims: lowest priority first,
+   borrowers before jobs within their guarantee, newest first, then the set is made minimal.
+6. Estimates for everyone still waiting (``estimate.py``).
 """
 
 from __future__ import annotations
 
+import math
+import time as _time
 from collections import defaultdict
+from dataclasses import dataclass
 
-from .model import Admission, PassResult, Placement, Snapshot, WaitDecision, WaitingJob
+from .capacity import Capacity
+from .estimate import give_slots, quota_heaps, shadow, slot_heaps, take_slots, whole_slots
+from .model import (
+    ANY_MODEL,
+    Admission,
+    PassResult,
+    Preemption,
+    RunningJob,
+    Snapshot,
+    TenantShare,
+    WaitDecision,
+    WaitingJob,
+)
 from .reasons import WaitReason, render_reason
 
+EPS = 1e-9
+#: Reasons for which no start can be estimated (the job is not waiting for capacity).
+NO_ESTIMATE = {WaitReason.AWAITING_APPROVAL, WaitReason.HELD, WaitReason.NEVER_FITS, WaitReason.NO_HEALTHY_NODE,
+               WaitReason.NO_QUOTA}
 
-def place_gang(
-    free: dict[int, list[int]], nodes_in_order, gpus_per_node: int, node_count: int
-) -> tuple[Placement, ...] | None:
-    """First fit of ``node_count`` nodes with ``gpus_per_node`` free GPUs each, within one cluster.
 
-    ``free`` maps node id to its free GPU indices (sorted); ``nodes_in_order`` are the candidate
-    NodeSnapshots in preference order. Returns the placements, or None when the gang does not fit whole.
-    """
-    by_cluster: dict[str, list[Placement]] = defaultdict(list)
-    for node in nodes_in_order:
-        indices = free.get(node.id, ())
-        if len(indices) < gpus_per_node:
-            continue
-        chosen = by_cluster[node.cluster]
-        chosen.append(Placement(node.id, tuple(indices[:gpus_per_node])))
-        if len(chosen) == node_count:
-            return tuple(chosen)
-    return None
+@dataclass
+class _Head:
+    job: WaitingJob
+    start: float
+    extra: int
+
+
+def decayed_usage(snapshot: Snapshot) -> dict[str, float]:
+    """GPU-hours per tenant, each record weighted by 0.5 ** (age / half-life); running jobs count in full."""
+    half_life = snapshot.policy.half_life_seconds
+    usage: dict[str, float] = defaultdict(float)
+    for record in snapshot.usage:
+        age = max(0.0, snapshot.now - record.at)
+        usage[record.tenant] += record.gpu_seconds / 3600 * 0.5 ** (age / half_life)
+    for job in snapshot.running:
+        usage[job.tenant] += job.gpus * max(0.0, snapshot.now - job.started_at) / 3600
+    return usage
+
+
+def order_jobs(snapshot: Snapshot, usage: dict[str, float]) -> list[WaitingJob]:
+    policy = snapshot.policy
+    if policy.ordering == "fifo":
+        return sorted(snapshot.waiting, key=lambda j: (j.submitted_at, j.id))
+    weights = {t.name: t.weight for t in snapshot.tenants}
+    ahead: dict[tuple[int, str], float] = defaultdict(float)
+    keyed = []
+    for job in sorted(snapshot.waiting, key=lambda j: (-j.priority, j.submitted_at, j.id)):
+        weight = weights.get(job.tenant, 1.0) or 1.0
+        share_key = (usage.get(job.tenant, 0.0) + ahead[(job.priority, job.tenant)]) / weight
+        ahead[(job.priority, job.tenant)] += job.gpus * policy.queued_gpu_hours
+        keyed.append(((-job.priority, share_key, job.submitted_at, job.id), job))
+    return [job for _key, job in sorted(keyed, key=lambda item: item[0])]
+
+
+def tenant_shares(snapshot: Snapshot, usage: dict[str, float]) -> list[TenantShare]:
+    weights = {t.name: t.weight for t in snapshot.tenants}
+    names = set(weights) | {q.tenant for q in snapshot.quotas} | {j.tenant for j in snapshot.running}
+    running: dict[str, float] = defaultdict(float)
+    for job in snapshot.running:
+        running[job.tenant] += job.gpus
+    total_weight = sum(weights.get(n, 1.0) for n in names) or 1.0
+    total_usage = sum(usage.get(n, 0.0) for n in names) or 1.0
+    return [TenantShare(n, weights.get(n, 1.0), weights.get(n, 1.0) / total_weight, round(usage.get(n, 0.0), 3),
+                        usage.get(n, 0.0) / total_usage, running[n]) for n in sorted(names)]
+
+
+def _fmt_time(ts: float) -> str:
+    return _time.strftime("%Y-%m-%d %H:%M UTC", _time.gmtime(ts))
+
+
+class _Pass:
+    def __init__(self, snapshot: Snapshot):
+        self.snap = snapshot
+        self.policy = snapshot.policy
+        self.now = snapshot.now
+        self.cap = Capacity(snapshot.nodes, self.policy.placement)
+        self.running: dict[int, RunningJob] = {}
+        self.usage: dict[tuple[str, str], float] = defaultdict(float)
+        self.quotas = {(q.tenant, q.gpu_model): q for q in snapshot.quotas}
+        self.departments = {(d.name, d.gpu_model): d for d in snapshot.departments}
+        self.department_of = {q.tenant: q.department for q in snapshot.quotas if q.department}
+        self.dept_usage: dict[tuple[str, str], float] = defaultdict(float)
+        for job in snapshot.running:
+            self.running[job.id] = job
+            self.cap.take(job.placements, job.cpu_milli, job.memory_mib)
+            self._charge(job.tenant, job.gpu_model, job.gpus)
+        # for "can it ever fit": per model, the GPUs of every node (healthy or not)
+        self.node_sizes: dict[str, list[int]] = defaultdict(list)
+        for node in snapshot.nodes:
+            self.node_sizes[node.gpu_model].append(node.total_gpus)
+        self.result = PassResult()
+        self.waits: list[tuple[WaitingJob, WaitReason, dict]] = []
+        self.heads: dict[str, _Head] = {}
+        self.admitted: list[RunningJob] = []
+        self.held_for_preemptors: dict[tuple[int, int], float] = {}
+        self.searches = 0
+
+    def _charge(self, tenant: str, model: str, gpus: float) -> None:
+        self.usage[(tenant, model)] += gpus
+        if tenant in self.department_of:
+            self.dept_usage[(self.department_of[tenant], model)] += gpus
+
+    # -- checks ---------------------------------------------------------------------------------------
+    def _never_fits(self, job: WaitingJob, models) -> dict | None:
+        need = 1 if job.fractional else job.gpus_per_node
+        for model in models:
+            if sum(1 for size in self.node_sizes[model] if size >= need) >= job.nodes:
+                return None
+        sizes = [s for m in models for s in self.node_sizes[m]] or [0]
+        biggest = max(sizes)
+        return {"max_per_node": biggest, "max_nodes": sum(1 for s in sizes if s >= min(need, biggest))}
+
+    def _no_healthy_node(self, job: WaitingJob, models) -> dict | None:
+        need = 1 if job.fractional else job.gpus_per_node
+        healthy = sum(1 for m in models for n in self.cap.models.get(m, ())
+                      if len(self.cap.nodes[n].gpu_indices) >= need)
+        if healthy >= job.nodes:
+            return None
+        total = sum(1 for m in models for s in self.node_sizes[m] if s >= need)
+        return {"unavailable": total - healthy}
+
+    def _quota(self, job: WaitingJob, base: dict):
+        if not self.policy.enforce_quotas or job.gpu_model == ANY_MODEL:
+            return None
+        quota = self.quotas.get((job.tenant, job.gpu_model))
+        if quota is None or quota.limit <= 0:
+            return WaitReason.NO_QUOTA, base
+        used = self.usage[(job.tenant, job.gpu_model)]
+        if used + job.gpus > quota.limit + EPS:
+            numbers = base | {"used": round(used, 3), "limit": quota.limit, "guaranteed": quota.guaranteed,
+                              "over": round(used + job.gpus - quota.limit, 3),
+                              "borrowed": round(max(0.0, used - quota.guaranteed), 3)}
+            if quota.limit > quota.guaranteed:
+                return WaitReason.BORROWING_LIMIT, numbers
+            return WaitReason.QUOTA_EXHAUSTED, numbers
+        department = self.department_of.get(job.tenant)
+        cap = self.departments.get((department, job.gpu_model)) if department else None
+        if cap is not None:
+            used = self.dept_usage[(department, job.gpu_model)]
+            if used + job.gpus > cap.limit + EPS:
+                return WaitReason.DEPARTMENT_QUOTA, base | {"department": department, "used": round(used, 3),
+                                                            "limit": cap.limit}
+        return None
+
+    def _reserved(self, job: WaitingJob, model: str) -> dict | None:
+        """Capacity other tenants' reservations hold during this job's run."""
+        end = self.now + job.runtime_estimate
+        held, holder, until = 0, "", 0.0
+        for r in self.snap.reservations:
+            if r.gpu_model != model or r.tenant == job.tenant or not (r.start < end and r.end > self.now):
+                continue
+            in_use = self.usage[(r.tenant, model)] if r.start <= self.now else 0.0
+            amount = max(0, r.gpus - int(in_use))
+            if amount:
+                held += amount
+                if amount and (not holder or r.end > until):
+                    holder, until = r.tenant, r.end
+        free = self.cap.whole_free(model)
+        if held and free - held < job.slots:
+            return {"reserved": held, "total_free": free, "holder": holder, "until": _fmt_time(until),
+                    "until_ts": until}
+        return None
+
+    def _diagnose(self, job: WaitingJob, models, base: dict):
+        model = models[0]
+        free = sum(self.cap.whole_free(m) for m in models)
+        best = max(self.cap.best_whole_on_node(m) for m in models)
+        stats = base | {"total_free": free, "best_free": best, "gpu_model": model if len(models) == 1 else "/".join(
+            models)}
+        need = 1 if job.fractional else job.gpus_per_node
+        if job.fractional or job.nodes == 1:
+            if best >= need and free >= job.slots:
+                return WaitReason.HOST_RESOURCES, stats
+            return WaitReason.INSUFFICIENT_GPUS, stats
+        if job.topology in ("same_rack", "same_network_domain"):
+            level = "rack" if job.topology == "same_rack" else "network_domain"
+            block, where = self.cap.largest_block(model, need, level)
+            return WaitReason.TOPOLOGY, stats | {"domain": "rack" if level == "rack" else "network domain",
+                                                 "best_block": block, "best_where": where}
+        fitting = sum(1 for m in models for count, group in self.cap.buckets[m].items() if count >= need
+                      for _o in group)
+        return WaitReason.GANG_UNPLACEABLE, stats | {"fitting_nodes": fitting}
+
+    # -- preemption -----------------------------------------------------------------------------------
+    def _borrowing(self, tenant: str, model: str) -> bool:
+        quota = self.quotas.get((tenant, model))
+        return quota is not None and self.usage[(tenant, model)] > quota.guaranteed + EPS
+
+    def _preempt(self, job: WaitingJob, models):
+        quota = self.quotas.get((job.tenant, job.gpu_model))
+        reclaim = (quota is not None and self.policy.enforce_quotas
+                   and self.usage[(job.tenant, job.gpu_model)] + job.gpus <= quota.guaranteed + EPS)
+        higher = not job.preemptible
+        if not (reclaim or higher):
+            return None
+
+        def rule_for(victim: RunningJob) -> str | None:
+            if reclaim and victim.tenant != job.tenant and self._borrowing(victim.tenant, victim.gpu_model):
+                return "reclaim within guarantee"
+            if higher and victim.priority < job.priority:
+                return "higher priority class"
+            return None
+
+        candidates = [v for v in self.running.values() if v.preemptible and v.gpu_model in models and rule_for(v)
+                      and all(p.node_id in self.cap.nodes for p in v.placements)]
+        if not candidates:
+            return None
+        candidates.sort(key=lambda v: (v.priority, 0 if self._borrowing(v.tenant, v.gpu_model) else 1,
+                                       -v.started_at, v.id))
+        chosen: list[RunningJob] = []
+        placement = None
+        for victim in candidates:
+            if rule_for(victim) is None:  # e.g. its tenant is no longer borrowing after earlier victims
+                continue
+            self._release(victim)
+            chosen.append(victim)
+            placement = self.cap.place_gang(job)
+            if placement is not None:
+                break
+        if placement is None:
+            for victim in chosen:
+                self._restore(victim)
+            return None
+        for victim in list(reversed(chosen[:-1])):  # minimal set: give back any victim not needed
+            self._restore(victim)
+            if self.cap.place_gang(job) is None:
+                self._release(victim)
+            else:
+                chosen.remove(victim)
+        placement = self.cap.place_gang(job)
+        rules = {}
+        for victim in chosen:
+            self._restore(victim)
+            rules[victim.id] = rule_for(victim)
+            self._release(victim)
+        return chosen, rules, placement
+
+    def _release(self, victim: RunningJob) -> None:
+        self.cap.release(victim.placements, victim.cpu_milli, victim.memory_mib)
+        self._charge(victim.tenant, victim.gpu_model, -victim.gpus)
+        self.running.pop(victim.id, None)
+
+    def _restore(self, victim: RunningJob) -> None:
+        self.cap.take(victim.placements, victim.cpu_milli, victim.memory_mib)
+        self._charge(victim.tenant, victim.gpu_model, victim.gpus)
+        self.running[victim.id] = victim
+
+    # -- the pass -------------------------------------------------------------------------------------
+    def _admit(self, job: WaitingJob, placements, backfilled: bool) -> None:
+        self.cap.take(placements, job.cpu_milli, job.memory_mib)
+        model = self.cap.nodes[placements[0].node_id].gpu_model
+        borrowing = self._borrowing(job.tenant, job.gpu_model)
+        self._charge(job.tenant, job.gpu_model, job.gpus)
+        self.result.admissions.append(Admission(job.id, tuple(placements), backfilled=backfilled,
+                                                borrowing=borrowing or self._borrowing(job.tenant, job.gpu_model)))
+        self.admitted.append(RunningJob(
+            id=job.id, tenant=job.tenant, gpu_model=model, placements=tuple(placements), priority=job.priority,
+            preemptible=job.preemptible, started_at=self.now, max_runtime=job.max_runtime,
+            expected_runtime=job.expected_runtime, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib))
+
+    def _make_head(self, key: str, job: WaitingJob) -> None:
+        heaps = slot_heaps(self.cap, list(self.running.values()) + self.admitted, self.held_for_preemptors,
+                           self.now, use_expected=False)
+        start, extra = shadow(heaps.get(key, []), job.slots)
+        self.heads[key] = _Head(job, start, extra)
+
+    def run(self) -> PassResult:
+        usage = decayed_usage(self.snap)
+        for job in order_jobs(self.snap, usage):
+            self._consider(job)
+        self._explain()
+        self.result.shares = tenant_shares(self.snap, usage)
+        self.result.stats = {"fragmentation": round(self.cap.fragmentation(), 4), "searches": self.searches,
+                             "backfilled": sum(a.backfilled for a in self.result.admissions)}
+        return self.result
+
+    def _consider(self, job: WaitingJob) -> None:
+        models = job.models(self.cap.known_models)
+        key = job.gpu_model
+        base = {"tenant": job.tenant, "gpu_model": job.gpu_model, "requested": job.gpus, "nodes": job.nodes,
+                "gpus_per_node": job.gpus_per_node, "task_type": job.task_type}
+        if job.awaiting_approval:
+            return self.waits.append((job, WaitReason.AWAITING_APPROVAL, base))
+        if job.held:
+            return self.waits.append((job, WaitReason.HELD, base | {"held_by": job.held}))
+        never = self._never_fits(job, models) if models else {"max_per_node": 0, "max_nodes": 0}
+        if never:
+            return self.waits.append((job, WaitReason.NEVER_FITS, base | never))
+        unhealthy = self._no_healthy_node(job, models)
+        if unhealthy:
+            return self.waits.append((job, WaitReason.NO_HEALTHY_NODE, base | unhealthy))
+        quota = self._quota(job, base)
+        if quota:
+            return self.waits.append((job, *quota))
+        reserved = self._reserved(job, models[0]) if len(models) == 1 else None
+        if reserved:  # not a head: the held GPUs are for the reservation's tenant, not for this job
+            return self.waits.append((job, WaitReason.RESERVED, base | reserved))
+        placements = self.cap.place_gang(job)
+        head = self.heads.get(key)
+        backfilled = False
+        if placements is not None and head is not None:
+            if self.policy.backfill and self.now + job.max_runtime <= head.start:
+                backfilled = True
+            elif self.policy.backfill and job.slots <= head.extra:
+                head.extra -= job.slots
+                backfilled = True
+            else:
+                return self.waits.append((job, WaitReason.PRIORITY, base | {
+                    "blocker_id": head.job.id, "blocker_priority": head.job.priority,
+                    "blocker_tenant": head.job.tenant, "blocker_gpus": head.job.gpus,
+                    "total_free": sum(self.cap.whole_free(m) for m in models)}))
+        if placements is not None:
+            return self._admit(job, placements, backfilled)
+        if self.policy.preemption and self.searches < self.policy.max_preemption_searches:
+            self.searches += 1
+            found = self._preempt(job, models)
+            if found:
+                victims, rules, placement = found
+                self.cap.take(placement, job.cpu_milli, job.memory_mib)
+                self._charge(job.tenant, job.gpu_model, job.gpus)
+                for p in placement:
+                    for index in p.gpu_indices:
+                        self.held_for_preemptors[(p.node_id, index)] = self.now
+                for victim in victims:
+                    self.result.preemptions.append(Preemption(
+                        victim.id, victim.tenant, job.id, job.tenant, rules[victim.id],
+                        f"Preempted so that job #{job.id} of tenant {job.tenant} (priority {job.priority}) can run: "
+                        f"{rules[victim.id]}."))
+                victim_list = ", ".join(f"#{v.id} of {v.tenant}" for v in victims)
+                return self.waits.append((job, WaitReason.PREEMPTION_PENDING, base | {
+                    "victims": len(victims), "victim_list": victim_list}))
+        reason, params = self._diagnose(job, models, base)
+        self.waits.append((job, reason, params))
+        if key not in self.heads:
+            self._make_head(key, job)
+        return None
+
+    def _explain(self) -> None:
+        running = list(self.running.values()) + self.admitted
+        heaps = slot_heaps(self.cap, running, self.held_for_preemptors, self.now)
+        qheaps = quota_heaps(self.quotas, running, self.now) if self.policy.enforce_quotas else {}
+        positions: dict[str, int] = defaultdict(int)
+        for position, (job, reason, params) in enumerate(self.waits, start=1):
+            positions[job.tenant] += 1
+            estimate = self._estimate(job, reason, params, heaps, qheaps)
+            self.result.waiting.append(WaitDecision(
+                job_id=job.id, reason=reason, params=params, message=render_reason(reason, params),
+                position=position, tenant_position=positions[job.tenant], estimated_start=estimate))
+
+    def _estimate(self, job, reason, params, heaps, qheaps) -> float | None:
+        if reason in NO_ESTIMATE:
+            return None
+        if reason == WaitReason.PREEMPTION_PENDING:
+            return self.now
+        heap = heaps.get(job.gpu_model)
+        k = job.slots
+        ready = take_slots(heap, k) if heap is not None else None
+        if ready is None:
+            return None
+        start = max(self.now, ready)
+        qheap = qheaps.get((job.tenant, job.gpu_model))
+        q = whole_slots(job.gpus)
+        if qheap is not None:
+            quota_ready = take_slots(qheap, q)
+            if quota_ready is None:
+                give_slots(heap, k, math.inf)
+                return None
+            start = max(start, quota_ready)
+        if reason == WaitReason.RESERVED:
+            start = max(start, params.get("until_ts", start))
+        end = start + job.runtime_estimate
+        give_slots(heap, k, end)
+        if qheap is not None:
+            give_slots(qheap, q, end)
+        return start
 
 
 def schedule(snapshot: Snapshot) -> PassResult:
-    nodes_by_model: dict[str, list] = defaultdict(list)
-    for node in sorted(snapshot.nodes, key=lambda n: (n.cluster, n.datacenter, n.rack, n.name, n.id)):
-        if node.schedulable and node.gpu_indices:
-            nodes_by_model[node.gpu_model].append(node)
+    return _Pass(snapshot).run()
 
-    free: dict[int, list[int]] = {n.id: sorted(n.gpu_indices) for ns in nodes_by_model.values() for n in ns}
-    usage: dict[tuple[str, str], int] = defaultdict(int)
-    for job in snapshot.running:
-        usage[(job.tenant, job.gpu_model)] += job.gpus
-        for placement in job.placements:
-            if placement.node_id in free:
-                taken = set(placement.gpu_indices)
-                free[placement.node_id] = [i for i in free[placement.node_id] if i not in taken]
-    quotas = {(q.tenant, q.gpu_model): q for q in snapshot.quotas}
-
-    result = PassResult()
-    waits: list[tuple[WaitingJob, WaitReason, dict]] = []
-    blocked_head: dict[str, WaitingJob] = {}
-
-    def free_stats(model: str) -> dict:
-        counts = [len(free[n.id]) for n in nodes_by_model[model]]
-        return {"total_free": sum(counts), "best_free": max(counts, default=0)}
-
-    for job in sorted(snapshot.waiting, key=lambda j: j.rank_key):
-        model = job.gpu_model
-        base = {"tenant": job.tenant, "gpu_model": model, "requested": job.gpus,
-                "nodes": job.nodes, "gpus_per_node": job.gpus_per_node}
-        quota = quotas.get((job.tenant, model))
-        used = usage[(job.tenant, model)]
-        if quota is None or quota.limit == 0:
-            waits.append((job, WaitReason.NO_QUOTA, base))
-            continue
-        if used + job.gpus > quota.limit:
-            waits.append((job, WaitReason.QUOTA_EXCEEDED, base | {
-                "used": used, "limit": quota.limit, "guaranteed": quota.guaranteed,
-                "over": used + job.gpus - quota.limit}))
-            continue
-        candidates = nodes_by_model[model]
-        capable = sum(1 for n in candidates if len(n.gpu_indices) >= job.gpus_per_node)
-        if capable < job.nodes:
-            waits.append((job, WaitReason.EXCEEDS_CAPACITY, base | {"capable_nodes": capable}))
-            continue
-        placements = place_gang(free, candidates, job.gpus_per_node, job.nodes)
-        head = blocked_head.get(model)
-        if placements is not None and head is None:
-            for placement in placements:
-                taken = set(placement.gpu_indices)
-                free[placement.node_id] = [i for i in free[placement.node_id] if i not in taken]
-            usage[(job.tenant, model)] += job.gpus
-            result.admissions.append(Admission(job.id, placements))
-            continue
-        stats = free_stats(model)
-        if placements is not None:
-            waits.append((job, WaitReason.PRIORITY, base | stats | {
-                "blocker_id": head.id, "blocker_priority": head.priority, "blocker_gpus": head.gpus}))
-            continue
-        blocked_head.setdefault(model, job)
-        if job.nodes == 1:
-            waits.append((job, WaitReason.INSUFFICIENT_GPUS, base | stats))
-        else:
-            fitting = sum(1 for n in candidates if len(free[n.id]) >= job.gpus_per_node)
-            waits.append((job, WaitReason.GANG_UNPLACEABLE, base | stats | {"fitting_nodes": fitting}))
-
-    tenant_positions: dict[str, int] = defaultdict(int)
-    for position, (job, reason, params) in enumerate(waits, start=1):
-        tenant_positions[job.tenant] += 1
-        result.waiting.append(WaitDecision(
-            job_id=job.id, reason=reason, params=params, message=render_reason(reason, params),
-            position=position, tenant_position=tenant_positions[job.tenant]))
-    return result

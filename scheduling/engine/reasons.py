@@ -16,12 +16,21 @@ def gettext_noop(message: str) -> str:
 
 
 class WaitReason(StrEnum):
-    QUOTA_EXCEEDED = "quota_exceeded"
+    AWAITING_APPROVAL = "awaiting_approval"
+    HELD = "held"
+    QUOTA_EXHAUSTED = "quota_exhausted"
+    BORROWING_LIMIT = "borrowing_limit"
+    DEPARTMENT_QUOTA = "department_quota"
     NO_QUOTA = "no_quota"
     INSUFFICIENT_GPUS = "insufficient_gpus"
+    TOPOLOGY = "topology"
     GANG_UNPLACEABLE = "gang_unplaceable"
+    NO_HEALTHY_NODE = "no_healthy_node"
+    NEVER_FITS = "never_fits"
     PRIORITY = "priority"
-    EXCEEDS_CAPACITY = "exceeds_capacity"
+    RESERVED = "reserved"
+    PREEMPTION_PENDING = "preemption_pending"
+    HOST_RESOURCES = "host_resources"
 
     @property
     def label(self) -> str:
@@ -33,39 +42,67 @@ class WaitReason(StrEnum):
 
 
 LABELS = {
-    WaitReason.QUOTA_EXCEEDED: gettext_noop("Quota exceeded"),
+    WaitReason.AWAITING_APPROVAL: gettext_noop("Awaiting approval"),
+    WaitReason.HELD: gettext_noop("Held"),
+    WaitReason.QUOTA_EXHAUSTED: gettext_noop("Quota exhausted"),
+    WaitReason.BORROWING_LIMIT: gettext_noop("Borrowing limit reached"),
+    WaitReason.DEPARTMENT_QUOTA: gettext_noop("Department quota exhausted"),
     WaitReason.NO_QUOTA: gettext_noop("No quota for this GPU model"),
     WaitReason.INSUFFICIENT_GPUS: gettext_noop("Not enough free GPUs"),
+    WaitReason.TOPOLOGY: gettext_noop("Topology constraint cannot be met now"),
     WaitReason.GANG_UNPLACEABLE: gettext_noop("Multi-node job cannot be placed whole"),
-    WaitReason.PRIORITY: gettext_noop("Higher-priority job ahead"),
-    WaitReason.EXCEEDS_CAPACITY: gettext_noop("Larger than the healthy cluster"),
+    WaitReason.NO_HEALTHY_NODE: gettext_noop("No healthy node matches"),
+    WaitReason.NEVER_FITS: gettext_noop("Larger than this cluster can ever hold"),
+    WaitReason.PRIORITY: gettext_noop("Higher-priority or fairer job ahead"),
+    WaitReason.RESERVED: gettext_noop("Capacity reserved for another tenant"),
+    WaitReason.PREEMPTION_PENDING: gettext_noop("Waiting for preempted jobs to release GPUs"),
+    WaitReason.HOST_RESOURCES: gettext_noop("Not enough CPU or memory beside free GPUs"),
 }
 
 TEMPLATES = {
-    WaitReason.QUOTA_EXCEEDED: gettext_noop(
-        "Tenant %(tenant)s uses %(used)d of its %(limit)d %(gpu_model)s GPUs; this job needs %(requested)d more, "
-        "%(over)d beyond the limit (guaranteed %(guaranteed)d)."
-    ),
+    WaitReason.AWAITING_APPROVAL: gettext_noop(
+        "Task type %(task_type)s needs approval; the job queues once an approver accepts it."),
+    WaitReason.HELD: gettext_noop("Held by the %(held_by)s; it will not start until released."),
+    WaitReason.QUOTA_EXHAUSTED: gettext_noop(
+        "Tenant %(tenant)s uses %(used)g of its %(limit)g %(gpu_model)s GPUs; this job needs %(requested)g more, "
+        "%(over)g beyond the limit (guaranteed %(guaranteed)g)."),
+    WaitReason.BORROWING_LIMIT: gettext_noop(
+        "Tenant %(tenant)s uses %(used)g %(gpu_model)s GPUs, %(borrowed)g of them borrowed beyond its guaranteed "
+        "%(guaranteed)g; this job needs %(requested)g more, which would pass the borrowing limit of %(limit)g."),
+    WaitReason.DEPARTMENT_QUOTA: gettext_noop(
+        "Department %(department)s uses %(used)g of its %(limit)g %(gpu_model)s GPUs; this job needs "
+        "%(requested)g more."),
     WaitReason.NO_QUOTA: gettext_noop(
-        "Tenant %(tenant)s has no quota for %(gpu_model)s GPUs; this job needs %(requested)d. "
-        "Ask a platform admin for a quota."
-    ),
+        "Tenant %(tenant)s has no quota for %(gpu_model)s GPUs; this job needs %(requested)g. "
+        "Ask a platform admin for a quota."),
     WaitReason.INSUFFICIENT_GPUS: gettext_noop(
-        "Needs %(requested)d %(gpu_model)s GPUs on one node; the most free on any healthy %(gpu_model)s node is "
-        "%(best_free)d (%(total_free)d free in total)."
-    ),
+        "Needs %(requested)g %(gpu_model)s GPUs on one node; the most free on any healthy %(gpu_model)s node is "
+        "%(best_free)d (%(total_free)d free in total)."),
+    WaitReason.TOPOLOGY: gettext_noop(
+        "Needs %(requested)g %(gpu_model)s GPUs (%(nodes)d x %(gpus_per_node)d) in one %(domain)s; the largest "
+        "free block in any %(domain)s is %(best_block)d (%(best_where)s)."),
     WaitReason.GANG_UNPLACEABLE: gettext_noop(
         "Needs %(nodes)d %(gpu_model)s nodes with %(gpus_per_node)d free GPUs each, all at once; nodes with that "
-        "many free GPUs now: %(fitting_nodes)d (%(total_free)d %(gpu_model)s GPUs free in total)."
-    ),
+        "many free GPUs now: %(fitting_nodes)d (%(total_free)d %(gpu_model)s GPUs free in total)."),
+    WaitReason.NO_HEALTHY_NODE: gettext_noop(
+        "No healthy, schedulable %(gpu_model)s node has %(gpus_per_node)d GPUs now (%(unavailable)d such nodes are "
+        "unhealthy, cordoned or draining)."),
+    WaitReason.NEVER_FITS: gettext_noop(
+        "Needs %(nodes)d %(gpu_model)s nodes with %(gpus_per_node)d GPUs each, but the largest request this "
+        "cluster can ever hold is %(max_nodes)d nodes x %(max_per_node)d GPUs."),
     WaitReason.PRIORITY: gettext_noop(
-        "Job #%(blocker_id)d (priority %(blocker_priority)d) is ahead in the %(gpu_model)s queue and waits for "
-        "%(blocker_gpus)d GPUs (%(total_free)d free); this job would fit but may not overtake it."
-    ),
-    WaitReason.EXCEEDS_CAPACITY: gettext_noop(
-        "Needs %(nodes)d %(gpu_model)s nodes with %(gpus_per_node)d GPUs each, but only %(capable_nodes)d healthy "
-        "%(gpu_model)s nodes have that many GPUs; it cannot start until nodes are added or repaired."
-    ),
+        "Job #%(blocker_id)d (priority %(blocker_priority)d, tenant %(blocker_tenant)s) is ahead in the "
+        "%(gpu_model)s queue and waits for %(blocker_gpus)g GPUs (%(total_free)d free); this job would fit but "
+        "would delay it."),
+    WaitReason.RESERVED: gettext_noop(
+        "%(reserved)d of the %(total_free)d free %(gpu_model)s GPUs are reserved for tenant %(holder)s until "
+        "%(until)s; this job needs %(requested)g."),
+    WaitReason.PREEMPTION_PENDING: gettext_noop(
+        "Waiting for %(victims)d preempted job(s) (%(victim_list)s) to release %(gpu_model)s GPUs; it starts at "
+        "the next pass."),
+    WaitReason.HOST_RESOURCES: gettext_noop(
+        "Nodes with %(best_free)d free %(gpu_model)s GPUs lack the CPU or memory this job asks for; %(total_free)d "
+        "GPUs are free in total."),
 }
 
 

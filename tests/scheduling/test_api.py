@@ -50,7 +50,7 @@ def test_waiting_job_shows_position_and_reason(api):
     body = client.post("/api/jobs/", job_payload(gpus_per_node=8), format="json").json()
     assert body["status"] == "queued"
     assert body["queue_position"] == 1
-    assert body["wait_reason"]["code"] == "quota_exceeded"
+    assert body["wait_reason"]["code"] == "quota_exhausted"
     assert "16 of its 16 A100" in body["wait_reason"]["message"]
 
 

@@ -60,7 +60,7 @@ def test_worker_runs_the_pass_and_dispatches(users, worker):
     assert result["admitted"] == [first.pk, second.pk] and result["waiting"] == 1
 
     third.refresh_from_db()
-    assert third.status == JobStatus.QUEUED and third.wait_reason == "quota_exceeded"
+    assert third.status == JobStatus.QUEUED and third.wait_reason == "quota_exhausted"
     assert third.queue_position == 1
     deadline = time.monotonic() + 30  # the pass queued dispatch_job through Redis; the worker runs it too
     while Job.objects.filter(pk__in=[first.pk, second.pk], status=JobStatus.DISPATCHING).count() < 2:

@@ -116,7 +116,7 @@ def test_finished_job_frees_gpus_for_the_queue(users, settings):
                                                     command="sim:minutes=99999"))
     waiting = services.submit_job(users["alice"], job_payload(gpus_per_node=8))
     waiting.refresh_from_db()
-    assert waiting.status == JobStatus.QUEUED and waiting.wait_reason == "quota_exceeded"
+    assert waiting.status == JobStatus.QUEUED and waiting.wait_reason == "quota_exhausted"
     _run_until_done(first, settings)
     waiting.refresh_from_db()
     assert waiting.status in (JobStatus.ADMITTED, JobStatus.DISPATCHING, JobStatus.RUNNING)

@@ -27,7 +27,7 @@ def test_dashboard_shows_quota_bars_jobs_and_queue(client, users):
     html = login(client, "alice").get("/").content.decode()
     assert 'data-tenant="vision" data-model="A100"' in html
     assert "16 / 16 / 16" in html  # used / guaranteed / limit
-    assert "waits-for-quota" in html and "quota_exceeded" in html
+    assert "waits-for-quota" in html and "quota_exhausted" in html
     assert "Tenant vision uses 16 of its 16 A100 GPUs" in html
     assert f'data-job-id="{waiting.pk}"' in html
     assert 'data-tenant="nlp"' not in html

@@ -8,6 +8,7 @@ import pytest
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.server import AgentHTTPServer, serve
+from nodeagent.system import SimulatedHostSampler
 from scheduling import agent_tokens, services
 from scheduling.models import GPU, Cluster, FailureCategory, Job, JobStatus, Node, NodeEvent
 from scheduling.polling import poll_agents
@@ -30,7 +31,8 @@ class Lab:
             for index in range(gpus):
                 GPU.objects.create(node=node, index=index, uuid=f"seed-{i}-{index}", model="H200", memory_mb=1)
             token = agent_tokens.issue(node)
-            agent = Agent(make_backend("simulated", count=gpus, model="H200", seed=100 + i), node=node.name).start()
+            agent = Agent(make_backend("simulated", count=gpus, model="H200", seed=100 + i), node=node.name,
+                          host=SimulatedHostSampler(seed=i)).start()
             server = serve({"": (agent, token)}, "127.0.0.1", 0)
             node.agent_url = f"http://127.0.0.1:{server.server_address[1]}"
             node.save()

@@ -23,7 +23,7 @@ def test_quota_exhausted(users):
     submit(users, username="carol", project="segmentation", gpus_per_node=8, command="sim:minutes=999")
     blocked = refreshed(submit(users, gpus_per_node=8))
     assert blocked.status == JobStatus.QUEUED
-    assert blocked.wait_reason == WaitReason.QUOTA_EXCEEDED
+    assert blocked.wait_reason == WaitReason.QUOTA_EXHAUSTED
     assert blocked.wait_reason_message.startswith(
         "Tenant vision uses 16 of its 16 A100 GPUs; this job needs 8 more, 8 beyond the limit")
     assert blocked.queue_position == 1 and blocked.tenant_queue_position == 1
@@ -53,19 +53,28 @@ def test_multi_node_job_that_cannot_be_placed_whole(users):
     assert "(14 L40S GPUs free in total)" in gang.wait_reason_message
 
 
-def test_higher_priority_job_ahead(users):
+def test_higher_priority_job_ahead_and_backfill(users):
     services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
-                                                  gpus_per_node=8, nodes=3))
-    submit(users, gpu_model="H100", gpus_per_node=6)
-    big = refreshed(submit(users, gpu_model="H100", gpus_per_node=4, task_type="training"))
-    small = refreshed(submit(users, gpu_model="H100", gpus_per_node=2, task_type="test"))
-    assert big.wait_reason == WaitReason.INSUFFICIENT_GPUS
+                                                  gpus_per_node=8, nodes=3, task_type="training",
+                                                  max_runtime_minutes=10080))
+    submit(users, gpu_model="H100", gpus_per_node=6, task_type="training", max_runtime_minutes=1440)
+    big = refreshed(submit(users, gpu_model="H100", gpus_per_node=8, task_type="training"))
+    small = refreshed(submit(users, gpu_model="H100", gpus_per_node=2, task_type="test", max_runtime_minutes=4320))
+    short = refreshed(submit(users, gpu_model="H100", gpus_per_node=2, task_type="test", max_runtime_minutes=60))
+    assert big.wait_reason == WaitReason.INSUFFICIENT_GPUS  # training jobs are not preemptible: no victims
     assert small.status == JobStatus.QUEUED
     assert small.wait_reason == WaitReason.PRIORITY
     assert small.wait_reason_message == (
-        f"Job #{big.pk} (priority 80) is ahead in the H100 queue and waits for 4 GPUs (2 free); "
-        "this job would fit but may not overtake it.")
+        f"Job #{big.pk} (priority 80, tenant vision) is ahead in the H100 queue and waits for 8 GPUs (2 free); "
+        "this job would fit but would delay it.")
     assert (big.queue_position, small.queue_position) == (1, 2)
+    # the short one ends before the big one can start: backfilled, and it says so
+    assert short.status != JobStatus.QUEUED
+    assert "backfilled" in short.events.get(to_status="admitted").reason
+    # the big one knows when: when the 6-GPU job reaches its max runtime
+    started = short.events.get(to_status="admitted").at
+    assert big.estimated_start is not None
+    assert abs((big.estimated_start - started).total_seconds() - 1440 * 60) < 120
 
 
 def test_reason_change_is_recorded_on_the_timeline_once(users):
@@ -76,7 +85,7 @@ def test_reason_change_is_recorded_on_the_timeline_once(users):
     run_pass()
     events = blocked.events.filter(kind="wait_reason")
     assert events.count() == 1
-    assert events.get().data["code"] == WaitReason.QUOTA_EXCEEDED
+    assert events.get().data["code"] == WaitReason.QUOTA_EXHAUSTED
 
 
 def test_wait_reason_sentence_is_translated_for_the_reader(users):

@@ -1,0 +1,201 @@
+"""Free capacity of the cluster during a pass, and placement of jobs on it.
+
+Per GPU the free share is kept in thousandths (1000 = whole and idle), per node the free CPU and memory.
+Nodes of each GPU model are bucketed by how many whole GPUs they have free, so "the best-fitting node for
+g GPUs" is a look into a few buckets rather than a scan of every node.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+
+from .model import WHOLE, NodeSnapshot, Placement, WaitingJob
+
+#: Topology domains tried for each constraint, tightest first ("cluster" is the loosest: gangs never span
+#: clusters).
+DOMAIN_LEVELS = {
+    "same_node": ("node",),
+    "same_rack": ("rack",),
+    "same_network_domain": ("rack", "network_domain"),
+    "any": ("rack", "network_domain", "cluster"),
+}
+
+
+class Capacity:
+    def __init__(self, nodes: tuple[NodeSnapshot, ...], placement: str = "pack"):
+        self.placement = placement
+        ordered = sorted(nodes, key=lambda n: (n.cluster, n.datacenter, n.rack, n.name, n.id))
+        self.all_nodes = {n.id: n for n in ordered}
+        self.order = {n.id: i for i, n in enumerate(ordered)}
+        self.nodes = {n.id: n for n in ordered if n.schedulable and n.gpu_indices}
+        self.free: dict[int, dict[int, int]] = {n: dict.fromkeys(node.gpu_indices, WHOLE)
+                                                for n, node in self.nodes.items()}
+        self.cpu = {n: node.cpu_milli for n, node in self.nodes.items()}
+        self.mem = {n: node.memory_mib for n, node in self.nodes.items()}
+        self.models: dict[str, list[int]] = defaultdict(list)
+        for n, node in self.nodes.items():
+            self.models[node.gpu_model].append(n)
+        self.known_models = {n.gpu_model for n in ordered}
+        # model -> whole-free count -> sorted order indices
+        self.buckets: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self.whole_count: dict[int, int] = {}
+        for n in self.nodes:
+            count = len(self.free[n])
+            self.whole_count[n] = count
+            bisect.insort(self.buckets[self.nodes[n].gpu_model][count], self.order[n])
+        self.by_order = {i: n for n, i in self.order.items()}
+        self.partial: dict[str, set[tuple[int, int]]] = defaultdict(set)  # model -> {(node, gpu)} shared GPUs
+
+    # -- bookkeeping --------------------------------------------------------------------------------
+    def _recount(self, node_id: int) -> None:
+        model = self.nodes[node_id].gpu_model
+        before = self.whole_count[node_id]
+        after = sum(1 for v in self.free[node_id].values() if v == WHOLE)
+        if after != before:
+            bucket = self.buckets[model][before]
+            del bucket[bisect.bisect_left(bucket, self.order[node_id])]
+            bisect.insort(self.buckets[model][after], self.order[node_id])
+            self.whole_count[node_id] = after
+        for gpu, share in self.free[node_id].items():
+            key = (node_id, gpu)
+            if 0 < share < WHOLE:
+                self.partial[model].add(key)
+            else:
+                self.partial[model].discard(key)
+
+    def take(self, placements, cpu_milli: int = 0, memory_mib: int = 0) -> None:
+        for p in placements:
+            if p.node_id not in self.nodes:
+                continue
+            free = self.free[p.node_id]
+            for index in p.gpu_indices:
+                if index in free:
+                    free[index] -= p.gpu_milli
+            self.cpu[p.node_id] -= cpu_milli
+            self.mem[p.node_id] -= memory_mib
+            self._recount(p.node_id)
+
+    def release(self, placements, cpu_milli: int = 0, memory_mib: int = 0) -> None:
+        for p in placements:
+            if p.node_id not in self.nodes:
+                continue
+            free = self.free[p.node_id]
+            for index in p.gpu_indices:
+                if index in free:
+                    free[index] += p.gpu_milli
+            self.cpu[p.node_id] += cpu_milli
+            self.mem[p.node_id] += memory_mib
+            self._recount(p.node_id)
+
+    # -- queries --------------------------------------------------------------------------------------
+    def whole_free(self, model: str) -> int:
+        return sum(count * len(orders) for count, orders in self.buckets[model].items())
+
+    def best_whole_on_node(self, model: str) -> int:
+        return max((c for c, orders in self.buckets[model].items() if orders), default=0)
+
+    def _fits_host(self, node_id: int, job: WaitingJob) -> bool:
+        node = self.nodes[node_id]
+        return ((not node.cpu_milli or self.cpu[node_id] >= job.cpu_milli)
+                and (not node.memory_mib or self.mem[node_id] >= job.memory_mib))
+
+    def _whole_indices(self, node_id: int, count: int) -> tuple[int, ...]:
+        return tuple(sorted(i for i, v in self.free[node_id].items() if v == WHOLE)[:count])
+
+    def _fitting_nodes(self, model: str, g: int, job: WaitingJob):
+        """Order indices of nodes of ``model`` with at least ``g`` whole free GPUs, best fit first for
+        packing (fewest free), node order for first fit."""
+        buckets = self.buckets[model]
+        if self.placement == "first_fit":
+            orders = sorted(o for count, group in buckets.items() if count >= g for o in group)
+            return (o for o in orders if self._fits_host(self.by_order[o], job))
+        return (o for count in sorted(c for c in buckets if c >= g) for o in buckets[count]
+                if self._fits_host(self.by_order[o], job))
+
+    def place_gang(self, job: WaitingJob) -> tuple[Placement, ...] | None:
+        """Where ``job`` would go now (without taking it), or None."""
+        models = job.models(self.models)
+        if job.fractional:
+            return self._place_share(job, models)
+        best = None
+        for model in models:
+            found = self._place_whole(job, model)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+        return best[1] if best else None
+
+    def _place_share(self, job: WaitingJob, models) -> tuple[Placement, ...] | None:
+        candidates = []
+        for model in models:
+            for node_id, gpu in self.partial[model]:
+                if self.free[node_id][gpu] >= job.gpu_milli and self._fits_host(node_id, job):
+                    candidates.append((self.free[node_id][gpu], self.order[node_id], gpu, node_id))
+        if candidates:  # pack onto the fullest shared GPU that still fits
+            key = (lambda c: (c[1], c[2])) if self.placement == "first_fit" else (lambda c: (c[0], c[1], c[2]))
+            _free, _order, gpu, node_id = min(candidates, key=key)
+            return (Placement(node_id, (gpu,), job.gpu_milli),)
+        best = None
+        for model in models:
+            order = next(iter(self._fitting_nodes(model, 1, job)), None)
+            if order is not None and (best is None or order < best):
+                best = order
+        if best is None:
+            return None
+        node_id = self.by_order[best]
+        return (Placement(node_id, self._whole_indices(node_id, 1), job.gpu_milli),)
+
+    def _place_whole(self, job: WaitingJob, model: str):
+        g, count = job.gpus_per_node, job.nodes
+        if count == 1:
+            order = next(iter(self._fitting_nodes(model, g, job)), None)
+            if order is None:
+                return None
+            node_id = self.by_order[order]
+            return (self.whole_count[node_id], (Placement(node_id, self._whole_indices(node_id, g)),))
+        if job.topology == "same_node":
+            return None
+        fitting = [self.by_order[o] for o in self._fitting_nodes(model, g, job)]
+        if len(fitting) < count:
+            return None
+        for level in DOMAIN_LEVELS.get(job.topology, DOMAIN_LEVELS["any"]):
+            groups: dict[tuple, list[int]] = defaultdict(list)
+            for node_id in fitting:
+                node = self.nodes[node_id]
+                key = (node.cluster,) if level == "cluster" else (node.cluster, getattr(node, level))
+                groups[key].append(node_id)
+            usable = [(key, members) for key, members in groups.items() if len(members) >= count]
+            if not usable:
+                continue
+            if self.placement == "first_fit":
+                key, members = min(usable, key=lambda item: min(self.order[n] for n in item[1]))
+                chosen = sorted(members, key=lambda n: self.order[n])[:count]
+            else:  # the domain with the least free capacity that fits, and its fullest nodes
+                key, members = min(usable, key=lambda item: (sum(self.whole_count[n] for n in item[1]), item[0]))
+                chosen = sorted(members, key=lambda n: (self.whole_count[n], self.order[n]))[:count]
+            rank = sum(self.whole_count[n] for n in chosen)
+            return (rank, tuple(Placement(n, self._whole_indices(n, g)) for n in sorted(chosen, key=self.order.get)))
+        return None
+
+    def largest_block(self, model: str, g: int, level: str) -> tuple[int, str]:
+        """The most GPUs a gang of ``g``-GPU nodes can get now within one ``level`` domain, and where."""
+        groups: dict[str, int] = defaultdict(int)
+        for order in (o for count, group in self.buckets[model].items() if count >= g for o in group):
+            node = self.nodes[self.by_order[order]]
+            key = node.name if level == "node" else (node.cluster if level == "cluster" else getattr(node, level))
+            groups[key] += 1
+        if not groups:
+            return 0, "-"
+        where, nodes = max(groups.items(), key=lambda item: (item[1], item[0]))
+        return nodes * g, where
+
+    def fragmentation(self) -> float:
+        """Share of free GPU capacity that is not on a completely idle node: capacity a whole-node job cannot
+        use. 0 = all free capacity sits on idle nodes."""
+        free_total = idle_nodes = 0
+        for gpus in self.free.values():
+            node_free = sum(gpus.values())
+            free_total += node_free
+            if node_free == WHOLE * len(gpus):
+                idle_nodes += node_free
+        return 0.0 if free_total == 0 else 1 - idle_nodes / free_total

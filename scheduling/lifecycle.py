@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from .models import ACTIVE_STATUSES, TERMINAL_STATUSES, Job, JobAllocation, JobEvent, JobStatus
+from .models import ACTIVE_STATUSES, TERMINAL_STATUSES, Job, JobAllocation, JobEvent, JobQueueState, JobStatus
 
 S = JobStatus
 
@@ -58,13 +58,13 @@ def transition(job: Job, to_status: str, reason: str, *, actor=None, at=None, da
         updates.setdefault(_TIMESTAMP_FOR[to_status], at)
     if to_status in TERMINAL_STATUSES:
         updates.setdefault("finished_at", at)
-    if from_status in (S.PENDING, S.QUEUED) and to_status not in (S.PENDING, S.QUEUED):
-        updates.update(queue_position=None, tenant_queue_position=None, wait_reason="", wait_reason_params={},
-                       estimated_start=None)
+    stops_waiting = from_status in (S.PENDING, S.QUEUED) and to_status not in (S.PENDING, S.QUEUED)
     with transaction.atomic():
         changed = Job.objects.filter(pk=job.pk, status=from_status).update(**updates, last_updated=at)
         if changed != 1:
             raise InvalidTransition(f"job {job.pk} is no longer {from_status}")
+        if stops_waiting:
+            JobQueueState.objects.filter(job_id=job.pk).delete()
         if from_status in ACTIVE_STATUSES and to_status not in ACTIVE_STATUSES:
             JobAllocation.objects.filter(job=job, released_at__isnull=True).update(released_at=at)
         event = JobEvent.objects.create(job=job, at=at, from_status=from_status, to_status=to_status,
@@ -72,3 +72,50 @@ def transition(job: Job, to_status: str, reason: str, *, actor=None, at=None, da
     for name, value in updates.items():
         setattr(job, name, value)
     return event
+
+
+def import_jobs(jobs: list[Job], status: str, reason: str) -> list[Job]:
+    """Store many jobs at once in ``status`` with one event each: for importing what already runs on an
+    existing cluster, and for benchmark fixtures. Not for submissions (use ``create_job``)."""
+    if status not in ALLOWED_TRANSITIONS:
+        raise InvalidTransition(f"unknown status {status}")
+    for job in jobs:
+        job.status = status
+    with transaction.atomic():
+        created = Job.objects.bulk_create(jobs, batch_size=2000)
+        JobEvent.objects.bulk_create([JobEvent(job=job, at=job.submitted_at, from_status="", to_status=status,
+                                               reason=reason) for job in created], batch_size=2000)
+    return created
+
+
+def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *, at=None, data=None,
+                    **fields) -> list[JobEvent]:
+    """Move many jobs that share a status to ``to_status`` in one compare-and-set UPDATE, with one event
+    each (``reasons`` and ``data`` by job id). Raises InvalidTransition if any of them moved meanwhile, so
+    the caller's transaction rolls back as a whole."""
+    if not jobs:
+        return []
+    from_status = jobs[0].status
+    if any(job.status != from_status for job in jobs) or to_status not in ALLOWED_TRANSITIONS[from_status]:
+        raise InvalidTransition(f"{from_status} -> {to_status} is not allowed for all of these jobs")
+    at = at or timezone.now()
+    updates = dict(fields, status=to_status)
+    if to_status in _TIMESTAMP_FOR:
+        updates.setdefault(_TIMESTAMP_FOR[to_status], at)
+    if to_status in TERMINAL_STATUSES:
+        updates.setdefault("finished_at", at)
+    ids = [job.pk for job in jobs]
+    with transaction.atomic():
+        if Job.objects.filter(pk__in=ids, status=from_status).update(**updates, last_updated=at) != len(ids):
+            raise InvalidTransition(f"some of jobs {ids[:5]}… are no longer {from_status}")
+        if from_status in (S.PENDING, S.QUEUED) and to_status not in (S.PENDING, S.QUEUED):
+            JobQueueState.objects.filter(job_id__in=ids).delete()
+        if from_status in ACTIVE_STATUSES and to_status not in ACTIVE_STATUSES:
+            JobAllocation.objects.filter(job_id__in=ids, released_at__isnull=True).update(released_at=at)
+        events = JobEvent.objects.bulk_create([
+            JobEvent(job=job, at=at, from_status=from_status, to_status=to_status, reason=reasons[job.pk],
+                     data=(data or {}).get(job.pk, {})) for job in jobs], batch_size=2000)
+    for job in jobs:
+        for name, value in updates.items():
+            setattr(job, name, value)
+    return events

@@ -23,6 +23,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from gpuportal.db import update_grouped
+
 from . import agent_tokens, health
 from .models import (
     ACTIVE_STATUSES,
@@ -274,21 +276,6 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
         for category, reason, node_id, gpu_id, evidence in faults:
             mark_jobs_hit_by_fault(category, reason, node_id, gpu_id, now, evidence)
     return report
-
-
-def update_grouped(model, objects, fields: list[str]) -> int:
-    """Save ``fields`` of many rows with one UPDATE per distinct set of values.
-
-    After a poll most nodes carry the same values (healthy, no missed poll, same time and versions), so this
-    is a handful of statements where ``bulk_update`` would send one huge CASE per field.
-    """
-    groups: dict[tuple, list[int]] = {}
-    for obj in objects:
-        groups.setdefault(tuple(getattr(obj, f) for f in fields), []).append(obj.pk)
-    for values, ids in groups.items():
-        for start in range(0, len(ids), 5000):
-            model.objects.filter(pk__in=ids[start:start + 5000]).update(**dict(zip(fields, values, strict=True)))
-    return len(groups)
 
 
 def mark_jobs_hit_by_fault(category: str, reason: str, node_id: int, gpu_id: int | None, now, evidence="") -> int:

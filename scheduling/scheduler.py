@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from gpuportal.db import bulk_insert, bulk_set
 from tenants.models import DepartmentQuota, Quota, Tenant
 
 from . import engine, lifecycle
@@ -31,6 +32,7 @@ from .models import (
     Job,
     JobAllocation,
     JobEvent,
+    JobQueueState,
     JobStatus,
     Node,
     Reservation,
@@ -56,7 +58,9 @@ class PassReport:
     waiting: list[tuple[int, str, str]] = field(default_factory=list)
     shares: dict[str, list] = field(default_factory=dict)
     seconds: float = 0.0
+    load_seconds: float = 0.0
     engine_seconds: float = 0.0
+    apply_seconds: float = 0.0
 
 
 def _acquire_pass_lock() -> bool:
@@ -193,12 +197,15 @@ def run_pass() -> PassReport:
             logger.info("Another scheduling pass holds the lock; skipping this one.")
             return PassReport(ran=False)
         snapshots, node_by_id, gpu_by_key = load_snapshots()
+        report.load_seconds = time.monotonic() - started
         for name, snapshot in snapshots.items():
             engine_started = time.monotonic()
             result = engine.schedule(snapshot)
-            report.engine_seconds += time.monotonic() - engine_started
+            applied = time.monotonic()
+            report.engine_seconds += applied - engine_started
             report.shares[name] = result.shares
             _apply(result, node_by_id, gpu_by_key, report)
+            report.apply_seconds += time.monotonic() - applied
     report.seconds = time.monotonic() - started
     return report
 
@@ -208,8 +215,8 @@ def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport
     from .tasks import dispatch_job
 
     now = timezone.now()
-    ids = ([a.job_id for a in result.admissions] + [w.job_id for w in result.waiting]
-           + [p.victim_id for p in result.preemptions] + [p.preemptor_id for p in result.preemptions])
+    ids = ([a.job_id for a in result.admissions] + [p.victim_id for p in result.preemptions]
+           + [p.preemptor_id for p in result.preemptions])
     jobs = Job.objects.select_related("cluster", "tenant").in_bulk(ids)
 
     for preemption in result.preemptions:
@@ -227,17 +234,17 @@ def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport
                 executor_state={}, failure_category="", failure_message="", data=data)
         report.preempted.append((victim.pk, preemptor.pk, preemption.rule))
 
+    allocations, by_cluster = [], defaultdict(list)
+    reasons, data = {}, {}
     for admission in result.admissions:
         job = jobs[admission.job_id]
-        allocations, where = [], []
+        where = []
         for placement in admission.placements:
             node = node_by_id[placement.node_id]
             share = "" if placement.gpu_milli >= engine.WHOLE else f" x {placement.gpu_milli / 1000:g}"
             where.append(f"{node.name} (GPU {', '.join(str(i) for i in placement.gpu_indices)}{share})")
             allocations += [JobAllocation(job=job, gpu=gpu_by_key[(node.id, i)], allocated_at=now,
                                           fraction=placement.gpu_milli / 1000) for i in placement.gpu_indices]
-        JobAllocation.objects.bulk_create(allocations)
-        cluster = node_by_id[admission.placements[0].node_id].cluster
         how = []
         if admission.backfilled:
             how.append(_("backfilled: it ends before the first waiting job of its model can start"))
@@ -245,31 +252,49 @@ def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport
             how.append(_("borrowing idle GPUs beyond the tenant's guarantee (reclaimable)"))
         reason = _("Admitted: %(n)s x %(model)s on %(where)s.") % {
             "n": f"{job.total_gpus:g}", "model": job.gpu_model, "where": "; ".join(where)}
-        if how:
-            reason = f"{reason} ({'; '.join(how)})"
-        lifecycle.transition(job, JobStatus.ADMITTED, reason, at=now, cluster=cluster, data={
-            "placements": [{"node": node_by_id[p.node_id].name, "gpus": list(p.gpu_indices),
-                            "share": p.gpu_milli / 1000} for p in admission.placements],
-            "backfilled": admission.backfilled, "borrowing": admission.borrowing})
+        reasons[job.pk] = f"{reason} ({'; '.join(how)})" if how else reason
+        data[job.pk] = {"placements": [{"node": node_by_id[p.node_id].name, "gpus": list(p.gpu_indices),
+                                        "share": p.gpu_milli / 1000} for p in admission.placements],
+                        "backfilled": admission.backfilled, "borrowing": admission.borrowing}
+        by_cluster[node_by_id[admission.placements[0].node_id].cluster].append(job)
         report.admitted.append((job.pk, "; ".join(where)))
-        transaction.on_commit(lambda job_id=job.pk: dispatch_job.delay(job_id))
+    JobAllocation.objects.bulk_create(allocations, batch_size=5000)
+    for cluster, admitted in by_cluster.items():
+        lifecycle.transition_many(admitted, JobStatus.ADMITTED, reasons, at=now, data=data, cluster=cluster)
+    admitted_ids = [a.job_id for a in result.admissions]
+    if admitted_ids:
+        transaction.on_commit(lambda: [dispatch_job.delay(job_id) for job_id in admitted_ids])
 
-    changed, events = [], []
+    waiting_ids = [w.job_id for w in result.waiting]
+    statuses = dict(Job.objects.filter(pk__in=waiting_ids).values_list("id", "status"))
+    states = JobQueueState.objects.in_bulk(waiting_ids)
+    new, changed, events = [], [], []
     for wait in result.waiting:
-        job = jobs[wait.job_id]
-        if job.wait_reason != wait.reason.value:
-            events.append(JobEvent(job=job, at=now, kind=JobEvent.Kind.WAIT_REASON, from_status=job.status,
-                                   to_status=job.status, reason=wait.message,
-                                   data={"code": wait.reason.value, "params": _jsonable(wait.params)}))
-        job.wait_reason, job.wait_reason_params = wait.reason.value, _jsonable(wait.params)
-        job.queue_position, job.tenant_queue_position = wait.position, wait.tenant_position
-        job.estimated_start = (datetime.fromtimestamp(wait.estimated_start, tz=UTC)
-                               if wait.estimated_start is not None and math.isfinite(wait.estimated_start) else None)
-        changed.append(job)
-        report.waiting.append((job.pk, wait.reason.value, wait.message))
-    Job.objects.bulk_update(changed, ["wait_reason", "wait_reason_params", "queue_position",
-                                      "tenant_queue_position", "estimated_start"], batch_size=1000)
-    JobEvent.objects.bulk_create(events, batch_size=1000)
+        params = _jsonable(wait.params)
+        estimate = (datetime.fromtimestamp(wait.estimated_start, tz=UTC)
+                    if wait.estimated_start is not None and math.isfinite(wait.estimated_start) else None)
+        values = (wait.reason.value, params, wait.position, wait.tenant_position, estimate)
+        state = states.get(wait.job_id)
+        if state is None or state.wait_reason != wait.reason.value:
+            status = statuses.get(wait.job_id, JobStatus.QUEUED)
+            events.append(JobEvent(job_id=wait.job_id, at=now, kind=JobEvent.Kind.WAIT_REASON, from_status=status,
+                                   to_status=status, reason=wait.message, data={"code": wait.reason.value}))
+        if state is None:
+            new.append(JobQueueState(job_id=wait.job_id, wait_reason=values[0], wait_reason_params=params,
+                                     queue_position=values[2], tenant_queue_position=values[3],
+                                     estimated_start=estimate))
+        elif values != (state.wait_reason, state.wait_reason_params, state.queue_position,
+                        state.tenant_queue_position, state.estimated_start):  # a steady queue writes nothing
+            (state.wait_reason, state.wait_reason_params, state.queue_position, state.tenant_queue_position,
+             state.estimated_start) = values
+            changed.append(state)
+        report.waiting.append((wait.job_id, wait.reason.value, wait.message))
+    bulk_insert(JobQueueState, new)
+    bulk_set(JobQueueState, changed, QUEUE_FIELDS)
+    bulk_insert(JobEvent, events)
+
+
+QUEUE_FIELDS = ["wait_reason", "wait_reason_params", "queue_position", "tenant_queue_position", "estimated_start"]
 
 
 def _jsonable(params: dict) -> dict:

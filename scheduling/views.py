@@ -17,7 +17,7 @@ from .models import AdminState, Job, Node
 
 
 def _jobs(user):
-    return Job.objects.visible_to(user).select_related("tenant", "project", "owner", "task_type")
+    return Job.objects.visible_to(user).select_related("tenant", "project", "owner", "task_type", "queue_state")
 
 
 @login_required
@@ -27,7 +27,7 @@ def dashboard(request):
     return render(request, "scheduling/dashboard.html", {
         "quota_rows": services.quota_usage(user),
         "my_jobs": jobs.filter(owner=user)[:10],
-        "queue": jobs.waiting().order_by("queue_position", "submitted_at")[:20],
+        "queue": jobs.waiting().order_by("queue_state__queue_position", "submitted_at")[:20],
         "capacity": services.capacity_summary(),
     })
 

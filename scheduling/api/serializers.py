@@ -41,6 +41,9 @@ class JobSerializer(serializers.ModelSerializer):
     failure = serializers.SerializerMethodField()
     placement = serializers.SerializerMethodField()
     gpu_share = serializers.FloatField(read_only=True)
+    queue_position = serializers.IntegerField(read_only=True, allow_null=True)
+    tenant_queue_position = serializers.IntegerField(read_only=True, allow_null=True)
+    estimated_start = serializers.DateTimeField(read_only=True, allow_null=True)
     cpus_per_node = serializers.SerializerMethodField()
     memory_gb_per_node = serializers.SerializerMethodField()
 

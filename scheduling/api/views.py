@@ -20,7 +20,7 @@ from .serializers import (
 
 def job_queryset(user):
     return (Job.objects.visible_to(user)
-            .select_related("tenant", "project", "owner", "task_type")
+            .select_related("tenant", "project", "owner", "task_type", "queue_state")
             .prefetch_related("allocations__gpu__node"))
 
 

@@ -40,9 +40,11 @@ class Capacity:
         # model -> whole-free count -> sorted order indices
         self.buckets: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
         self.whole_count: dict[int, int] = {}
+        self.whole_total: dict[str, int] = defaultdict(int)
         for n in self.nodes:
             count = len(self.free[n])
             self.whole_count[n] = count
+            self.whole_total[self.nodes[n].gpu_model] += count
             bisect.insort(self.buckets[self.nodes[n].gpu_model][count], self.order[n])
         self.by_order = {i: n for n, i in self.order.items()}
         self.partial: dict[str, set[tuple[int, int]]] = defaultdict(set)  # model -> {(node, gpu)} shared GPUs
@@ -57,6 +59,7 @@ class Capacity:
             del bucket[bisect.bisect_left(bucket, self.order[node_id])]
             bisect.insort(self.buckets[model][after], self.order[node_id])
             self.whole_count[node_id] = after
+            self.whole_total[model] += after - before
         for gpu, share in self.free[node_id].items():
             key = (node_id, gpu)
             if 0 < share < WHOLE:
@@ -90,7 +93,7 @@ class Capacity:
 
     # -- queries --------------------------------------------------------------------------------------
     def whole_free(self, model: str) -> int:
-        return sum(count * len(orders) for count, orders in self.buckets[model].items())
+        return self.whole_total.get(model, 0)
 
     def best_whole_on_node(self, model: str) -> int:
         return max((c for c, orders in self.buckets[model].items() if orders), default=0)

@@ -28,6 +28,7 @@ from .capacity import Capacity
 from .estimate import give_slots, quota_heaps, shadow, slot_heaps, take_slots, whole_slots
 from .model import (
     ANY_MODEL,
+    WHOLE,
     Admission,
     PassResult,
     Preemption,
@@ -121,6 +122,9 @@ class _Pass:
         self.admitted: list[RunningJob] = []
         self.held_for_preemptors: dict[tuple[int, int], float] = {}
         self.searches = 0
+        self._counts: dict[tuple[str, str, int], int] = {}
+        self._pool: dict[str, list[RunningJob]] | None = None
+        self._by_node: dict[int, list[RunningJob]] | None = None
 
     def _charge(self, tenant: str, model: str, gpus: float) -> None:
         self.usage[(tenant, model)] += gpus
@@ -128,10 +132,21 @@ class _Pass:
             self.dept_usage[(self.department_of[tenant], model)] += gpus
 
     # -- checks ---------------------------------------------------------------------------------------
+    def _count_nodes(self, kind: str, model: str, need: int) -> int:
+        """Nodes of ``model`` with at least ``need`` GPUs: all of them ("all") or schedulable ("healthy")."""
+        key = (kind, model, need)
+        if key not in self._counts:
+            if kind == "all":
+                self._counts[key] = sum(1 for size in self.node_sizes[model] if size >= need)
+            else:
+                self._counts[key] = sum(1 for n in self.cap.models.get(model, ())
+                                        if len(self.cap.nodes[n].gpu_indices) >= need)
+        return self._counts[key]
+
     def _never_fits(self, job: WaitingJob, models) -> dict | None:
         need = 1 if job.fractional else job.gpus_per_node
         for model in models:
-            if sum(1 for size in self.node_sizes[model] if size >= need) >= job.nodes:
+            if self._count_nodes("all", model, need) >= job.nodes:
                 return None
         sizes = [s for m in models for s in self.node_sizes[m]] or [0]
         biggest = max(sizes)
@@ -139,11 +154,10 @@ class _Pass:
 
     def _no_healthy_node(self, job: WaitingJob, models) -> dict | None:
         need = 1 if job.fractional else job.gpus_per_node
-        healthy = sum(1 for m in models for n in self.cap.models.get(m, ())
-                      if len(self.cap.nodes[n].gpu_indices) >= need)
-        if healthy >= job.nodes:
+        if any(self._count_nodes("healthy", m, need) >= job.nodes for m in models):
             return None
-        total = sum(1 for m in models for s in self.node_sizes[m] if s >= need)
+        healthy = sum(self._count_nodes("healthy", m, need) for m in models)
+        total = sum(self._count_nodes("all", m, need) for m in models)
         return {"unavailable": total - healthy}
 
     def _quota(self, job: WaitingJob, base: dict):
@@ -228,12 +242,18 @@ class _Pass:
                 return "higher priority class"
             return None
 
-        candidates = [v for v in self.running.values() if v.preemptible and v.gpu_model in models and rule_for(v)
-                      and all(p.node_id in self.cap.nodes for p in v.placements)]
+        if job.nodes == 1 and not job.fractional:
+            found = self._preempt_on_one_node(job, models, rule_for)
+            if found:
+                return found
+        pool = self._victim_pool()
+        candidates = [v for m in models for v in pool.get(m, ()) if v.id in self.running and rule_for(v)]
         if not candidates:
             return None
-        candidates.sort(key=lambda v: (v.priority, 0 if self._borrowing(v.tenant, v.gpu_model) else 1,
-                                       -v.started_at, v.id))
+        freeable = sum(len(p.gpu_indices) for v in candidates for p in v.placements)
+        if freeable + sum(self.cap.whole_free(m) for m in models) < job.slots:
+            return None  # even every candidate together would not make room
+        candidates.sort(key=self._victim_key)
         chosen: list[RunningJob] = []
         placement = None
         for victim in candidates:
@@ -248,12 +268,14 @@ class _Pass:
             for victim in chosen:
                 self._restore(victim)
             return None
+        dropped = set()
         for victim in list(reversed(chosen[:-1])):  # minimal set: give back any victim not needed
             self._restore(victim)
             if self.cap.place_gang(job) is None:
                 self._release(victim)
             else:
-                chosen.remove(victim)
+                dropped.add(victim.id)
+        chosen = [v for v in chosen if v.id not in dropped]
         placement = self.cap.place_gang(job)
         rules = {}
         for victim in chosen:
@@ -261,6 +283,72 @@ class _Pass:
             rules[victim.id] = rule_for(victim)
             self._release(victim)
         return chosen, rules, placement
+
+    def _victim_key(self, victim: RunningJob) -> tuple:
+        """Who goes first: lowest priority, then borrowers, then the newest."""
+        return (victim.priority, 0 if self._borrowing(victim.tenant, victim.gpu_model) else 1, -victim.started_at,
+                victim.id)
+
+    def _preempt_on_one_node(self, job: WaitingJob, models, rule_for):
+        """For a one-node job: on each node, the fewest, cheapest single-node victims that free enough whole
+        GPUs; the node whose set is cheapest wins (its worst victim's priority, then the set's size)."""
+        by_node = self._victims_by_node()
+        best = None
+        for model in models:
+            for node_id in self.cap.models.get(model, ()):
+                need = job.gpus_per_node - self.cap.whole_count[node_id]
+                if need <= 0 or len(self.cap.free[node_id]) < job.gpus_per_node:
+                    continue
+                chosen, freed = [], 0
+                for _key, victim in by_node.get(node_id, ()):  # already in victim order
+                    if victim.id not in self.running or not rule_for(victim):
+                        continue
+                    chosen.append(victim)
+                    freed += len(victim.placements[0].gpu_indices)
+                    if freed >= need:
+                        break
+                if freed < need:
+                    continue
+                cost = (max(v.priority for v in chosen), len(chosen), self.cap.order[node_id])
+                if best is None or cost < best[0]:
+                    best = (cost, chosen)
+        if best is None:
+            return None
+        chosen = best[1]
+        for victim in chosen:
+            self._release(victim)
+        placement = self.cap.place_gang(job)
+        if placement is None:  # CPU or memory still short: undo, let the general search try
+            for victim in chosen:
+                self._restore(victim)
+            return None
+        rules = {}
+        for victim in chosen:
+            self._restore(victim)
+            rules[victim.id] = rule_for(victim)
+            self._release(victim)
+        return chosen, rules, placement
+
+    def _victims_by_node(self) -> dict[int, list[tuple[tuple, RunningJob]]]:
+        """Single-node whole-GPU preemptible jobs per node, in victim order as of the start of the pass."""
+        if self._by_node is None:
+            self._by_node = defaultdict(list)
+            for jobs in self._victim_pool().values():
+                for victim in jobs:
+                    if len(victim.placements) == 1 and victim.placements[0].gpu_milli >= WHOLE:
+                        self._by_node[victim.placements[0].node_id].append((self._victim_key(victim), victim))
+            for victims in self._by_node.values():
+                victims.sort(key=lambda item: item[0])
+        return self._by_node
+
+    def _victim_pool(self) -> dict[str, list[RunningJob]]:
+        """Preemptible running jobs on this cluster's nodes, per model (built once per pass)."""
+        if self._pool is None:
+            self._pool = defaultdict(list)
+            for job in self.running.values():
+                if job.preemptible and all(p.node_id in self.cap.nodes for p in job.placements):
+                    self._pool[job.gpu_model].append(job)
+        return self._pool
 
     def _release(self, victim: RunningJob) -> None:
         self.cap.release(victim.placements, victim.cpu_milli, victim.memory_mib)

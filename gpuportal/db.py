@@ -1,0 +1,73 @@
+"""Bulk-write helpers shared by the apps (no domain rules here).
+
+Django's ``bulk_update`` sends one ``CASE WHEN id = … THEN …`` per field, which PostgreSQL evaluates row by
+row against every branch: 10,000 rows took 20 s. ``bulk_set`` sends ``UPDATE … FROM (VALUES …)``, one
+join; ``update_grouped`` sends one plain UPDATE per distinct set of values.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+
+def _rows(objects, columns):
+    return ([c.get_db_prep_save(getattr(obj, c.attname), connection) for c in columns] for obj in objects)
+
+
+def bulk_set(model, objects, fields: list[str]) -> int:
+    """Write ``fields`` of ``objects`` (same model, saved rows): on PostgreSQL, COPY into a temporary table
+    and one ``UPDATE … FROM`` it."""
+    objects = list(objects)
+    if not objects:
+        return 0
+    if connection.vendor != "postgresql" or len(objects) < 50:
+        model.objects.bulk_update(objects, fields, batch_size=500)
+        return len(objects)
+    table = model._meta.db_table
+    pk = model._meta.pk
+    columns = [pk] + [model._meta.get_field(f) for f in fields]
+    definitions = ", ".join(f'"{c.column}" {c.db_type(connection)}' for c in columns)
+    names = ", ".join(f'"{c.column}"' for c in columns)
+    assignments = ", ".join(f'"{c.column}" = v."{c.column}"' for c in columns[1:])
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE TEMPORARY TABLE "bulk_set_tmp" ({definitions}) ON COMMIT DROP')
+        with cursor.cursor.copy(f'COPY "bulk_set_tmp" ({names}) FROM STDIN') as copy:
+            for row in _rows(objects, columns):
+                copy.write_row(row)
+        cursor.execute(f'UPDATE "{table}" AS t SET {assignments} FROM "bulk_set_tmp" AS v '  # noqa: S608
+                       f'WHERE t."{pk.column}" = v."{pk.column}"')
+        cursor.execute('DROP TABLE "bulk_set_tmp"')
+    return len(objects)
+
+
+def bulk_insert(model, objects, batch_size: int = 2000) -> None:
+    """Insert rows whose ids nobody needs back (event logs): COPY on PostgreSQL, bulk_create elsewhere."""
+    objects = list(objects)
+    if connection.vendor != "postgresql" or len(objects) < 50:
+        model.objects.bulk_create(objects, batch_size=batch_size)
+        return
+    columns = [f for f in model._meta.concrete_fields if not (f.primary_key and f.auto_created)]
+    for obj in objects:
+        for field in columns:  # auto_now_add and similar defaults
+            if getattr(obj, field.attname) is None and field.has_default():
+                setattr(obj, field.attname, field.get_default())
+    names = ", ".join(f'"{c.column}"' for c in columns)
+    with connection.cursor() as cursor, cursor.cursor.copy(
+            f'COPY "{model._meta.db_table}" ({names}) FROM STDIN') as copy:
+        for row in _rows(objects, columns):
+            copy.write_row(row)
+
+
+def update_grouped(model, objects, fields: list[str]) -> int:
+    """Save ``fields`` of many rows with one UPDATE per distinct set of values.
+
+    After a poll most nodes carry the same values (healthy, no missed poll, same time and versions), so this
+    is a handful of statements where ``bulk_update`` would send one huge CASE per field.
+    """
+    groups: dict[tuple, list[int]] = {}
+    for obj in objects:
+        groups.setdefault(tuple(getattr(obj, f) for f in fields), []).append(obj.pk)
+    for values, ids in groups.items():
+        for start in range(0, len(ids), 5000):
+            model.objects.filter(pk__in=ids[start:start + 5000]).update(**dict(zip(fields, values, strict=True)))
+    return len(groups)

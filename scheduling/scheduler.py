@@ -206,6 +206,10 @@ def run_pass() -> PassReport:
             report.shares[name] = result.shares
             _apply(result, node_by_id, gpu_by_key, report)
             report.apply_seconds += time.monotonic() - applied
+        if report.preempted:  # the preemptors start as soon as their victims have let go: one more pass
+            from .tasks import run_scheduling_pass
+
+            transaction.on_commit(lambda: run_scheduling_pass.delay())
     report.seconds = time.monotonic() - started
     return report
 

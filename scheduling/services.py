@@ -466,3 +466,51 @@ def set_node_admin_state(user, node: Node, state: str, reason: str = ""):
                                  to_state=state, reason=f"{text} {reason}".strip(), actor=user)
         request_scheduling_pass()
     return node
+
+
+def cluster_queue(user, cluster_name: str | None = None) -> list[dict]:
+    """The waiting jobs in queue order; other tenants' jobs show their tenant, size and reason code only."""
+    from .models import Cluster, JobQueueState
+
+    visible = set(Job.objects.visible_to(user).waiting().values_list("pk", flat=True))
+    states = (JobQueueState.objects.select_related("job__tenant", "job__task_type", "job__owner", "job__cluster")
+              .filter(job__status__in=("pending", "queued")).order_by("queue_position", "job__submitted_at"))
+    clusters = {c.name for c in Cluster.objects.all()}
+    rows = []
+    for state in states:
+        job = state.job
+        home = job.cluster.name if job.cluster else None
+        if cluster_name and cluster_name in clusters and home and home != cluster_name:
+            continue
+        mine = job.pk in visible
+        rows.append({"position": state.queue_position, "tenant": job.tenant.name, "job": job if mine else None,
+                     "id": job.pk if mine else None, "size": f"{job.node_count} x {job.gpus_per_node:g}"
+                     + (f" x {job.gpu_share:g}" if job.gpu_milli < 1000 else "") + f" {job.gpu_model}",
+                     "task_type": job.task_type.code, "priority": job.priority, "reason": state.wait_reason,
+                     "message": job.wait_reason_message if mine else "",
+                     "estimated_start": state.estimated_start})
+    return rows
+
+
+def fair_share_report() -> list:
+    """Each tenant's weight, fair share, decayed usage and running GPUs: why another tenant goes first."""
+    from . import engine
+    from .models import Cluster
+    from .scheduler import usage_history
+
+    now = timezone.now()
+    cluster = Cluster.objects.order_by("name").first()
+    half_life = (cluster.fair_share_half_life_hours if cluster else 168) * 3600
+    running = tuple(engine.RunningJob(
+        id=j["id"], tenant=j["tenant__name"], gpu_model=j["gpu_model"],
+        placements=(engine.Placement(0, tuple(range(j["gpus_per_node"] * j["node_count"])), j["gpu_milli"]),),
+        started_at=(j["started_at"] or now).timestamp())
+        for j in Job.objects.active().values("id", "tenant__name", "gpu_model", "gpus_per_node", "node_count",
+                                             "gpu_milli", "started_at"))
+    snapshot = engine.Snapshot(nodes=(), running=running, usage=usage_history(now, half_life),
+                               tenants=tuple(engine.TenantInfo(t.name, t.fair_share_weight)
+                                             for t in Tenant.objects.all()),
+                               now=now.timestamp(), policy=engine.Policy(half_life_seconds=half_life))
+    from .engine.passes import decayed_usage, tenant_shares
+
+    return tenant_shares(snapshot, decayed_usage(snapshot))

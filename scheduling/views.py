@@ -135,3 +135,13 @@ def node_action(request, name):
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     return redirect("scheduling:node-detail", name=node.name)
+
+
+@login_required
+def queue(request):
+    from .models import Cluster
+
+    cluster = request.GET.get("cluster", "")
+    return render(request, "scheduling/queue.html", {
+        "rows": services.cluster_queue(request.user, cluster or None), "shares": services.fair_share_report(),
+        "clusters": Cluster.objects.all(), "cluster": cluster})

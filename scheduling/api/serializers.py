@@ -36,7 +36,7 @@ class JobSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     task_type = serializers.CharField(source="task_type.code", read_only=True)
     nodes = serializers.IntegerField(source="node_count", read_only=True)
-    total_gpus = serializers.IntegerField(read_only=True)
+    total_gpus = serializers.FloatField(read_only=True)
     wait_reason = serializers.SerializerMethodField()
     failure = serializers.SerializerMethodField()
     placement = serializers.SerializerMethodField()

@@ -2,7 +2,7 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from .agents import AgentRegistrationView, NodeViewSet
-from .views import JobViewSet, QuotaUsageView, TaskTypeViewSet
+from .views import FairShareView, JobViewSet, QueueView, QuotaUsageView, TaskTypeViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
@@ -12,5 +12,7 @@ router.register("nodes", NodeViewSet, basename="node")
 urlpatterns = [
     path("quotas/", QuotaUsageView.as_view(), name="quota-usage"),
     path("agents/register/", AgentRegistrationView.as_view(), name="agent-register"),
+    path("queue/", QueueView.as_view(), name="queue"),
+    path("fair-share/", FairShareView.as_view(), name="fair-share"),
     *router.urls,
 ]

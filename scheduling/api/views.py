@@ -88,3 +88,27 @@ class TaskTypeViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = TaskType.objects.all()
     serializer_class = TaskTypeSerializer
     lookup_field = "code"
+
+
+class QueueView(APIView):
+    """The cluster queue in order; other tenants' jobs show only their tenant, size and reason code."""
+
+    def get(self, request):
+        from gpuportal.api import StandardPagination
+
+        rows = [{"position": r["position"], "tenant": r["tenant"], "job": r["id"], "size": r["size"],
+                 "task_type": r["task_type"], "priority": r["priority"], "wait_reason": r["reason"],
+                 "message": r["message"] or None, "estimated_start": r["estimated_start"]}
+                for r in services.cluster_queue(request.user, request.query_params.get("cluster"))]
+        paginator = StandardPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(page)
+
+
+class FairShareView(APIView):
+    """Each tenant's weight, fair share, decayed usage (GPU-hours) and running GPUs."""
+
+    def get(self, request):
+        return Response([{"tenant": s.tenant, "weight": s.weight, "fair_share": round(s.fair_share, 4),
+                          "usage_gpu_hours": s.usage_gpu_hours, "usage_share": round(s.usage_share, 4),
+                          "running_gpus": s.running_gpus} for s in services.fair_share_report()])

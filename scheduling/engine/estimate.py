@@ -16,12 +16,22 @@ from collections import defaultdict
 from .model import ANY_MODEL, WHOLE, RunningJob
 
 
+def expected_end(job: RunningJob, now: float, use_expected: bool = True) -> float:
+    """When a running job should end. Past its expected runtime, assume it runs about as long again as it
+    already has (runtimes are heavy-tailed: a job that outlived the typical one tends to run much longer),
+    never beyond its max runtime."""
+    end = job.end(use_expected)
+    if use_expected and end <= now:
+        end = min(job.started_at + job.max_runtime, now + (now - job.started_at))
+    return max(end, now)
+
+
 def slot_heaps(capacity, running: list[RunningJob], extra_busy: dict, now: float, use_expected: bool = True):
     """Per model key: a heap of the times each schedulable GPU frees. ``extra_busy`` maps (node, gpu) to a
     time (admissions of this pass). ``"*"`` pools all models."""
     ends: dict[tuple[int, int], float] = {}
     for job in running:
-        end = max(job.end(use_expected), now)
+        end = expected_end(job, now, use_expected)
         for p in job.placements:
             for index in p.gpu_indices:
                 key = (p.node_id, index)
@@ -68,7 +78,7 @@ def quota_heaps(quotas, running: list[RunningJob], now: float, use_expected: boo
     heaps: dict[tuple[str, str], list[float]] = {}
     busy: dict[tuple[str, str], list[float]] = defaultdict(list)
     for job in running:
-        end = max(job.end(use_expected), now)
+        end = expected_end(job, now, use_expected)
         busy[(job.tenant, job.gpu_model)] += [end] * max(1, math.ceil(job.gpus - 1e-9))
     for (tenant, model), quota in quotas.items():
         limit = int(quota.limit + 1e-9)

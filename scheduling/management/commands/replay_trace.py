@@ -1,0 +1,36 @@
+"""Replay a GPU cluster trace through the scheduling engine (see bench/trace.py) and print one JSON line."""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from bench.trace import replay
+from scheduling.engine import Policy
+
+
+class Command(BaseCommand):
+    help = "Replay ../shared/traces/openb through the engine in simulated time; JSON with waits and utilisation."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--nodes", required=True, help="openb_node_list_gpu_node.csv")
+        parser.add_argument("--pods", required=True, help="openb_pod_list_*.csv")
+        parser.add_argument("--policy", default="default", help="default or first-fit")
+        parser.add_argument("--time-scale", type=float, default=1.0, help="Multiply arrival times (0.1: 10x denser).")
+        parser.add_argument("--node-fraction", type=float, default=1.0, help="Share of each GPU-model group kept.")
+        parser.add_argument("--pass-interval", type=float, default=0.0,
+                            help="Handle events within this many simulated seconds in one pass (0: one per event).")
+        parser.add_argument("--limit", type=int, default=0, help="Replay only the first N pods.")
+
+    def handle(self, *args, **o):
+        try:
+            policy = Policy.named(o["policy"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        if not 0 < o["node_fraction"] <= 1 or o["time_scale"] <= 0:
+            raise CommandError("--node-fraction must be in (0, 1] and --time-scale above 0")
+        try:
+            result = replay(o["nodes"], o["pods"], policy, time_scale=o["time_scale"],
+                            node_fraction=o["node_fraction"], pass_interval=o["pass_interval"], limit=o["limit"])
+        except OSError as exc:
+            raise CommandError(f"cannot read the trace: {exc}") from exc
+        self.stdout.write(json.dumps(result))

@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: demo test lint venv clean bench-poll
+.PHONY: demo test lint venv clean bench-poll bench-scheduler replay
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,20 @@ bench-poll: $(STAMP)
 	  || psql -h 127.0.0.1 -U postgres -c "CREATE DATABASE gpuportal_bench"
 	DATABASE_URL=$(BENCH_DB) $(PY) manage.py migrate --noinput -v 0
 	DATABASE_URL=$(BENCH_DB) $(PY) manage.py bench_poll --agents 1000 --gpus 8
+
+bench-scheduler: $(STAMP)
+	./scripts/ensure-services.sh
+	psql -h 127.0.0.1 -U postgres -tc "SELECT 1 FROM pg_database WHERE datname='gpuportal_bench'" | grep -q 1 \
+	  || psql -h 127.0.0.1 -U postgres -c "CREATE DATABASE gpuportal_bench"
+	DATABASE_URL=$(BENCH_DB) $(PY) manage.py migrate --noinput -v 0
+	DATABASE_URL=$(BENCH_DB) DEBUG=0 $(PY) manage.py bench_scheduler --nodes 1000 --gpus-per-node 8 --tenants 100 \
+	  --pending 10000 --running 4000
+
+TRACES ?= ../shared/traces/openb
+replay: $(STAMP)
+	for policy in default first-fit; do $(PY) manage.py replay_trace --nodes $(TRACES)/openb_node_list_gpu_node.csv \
+	  --pods $(TRACES)/openb_pod_list_default.csv --time-scale 0.01 --node-fraction 0.05 --pass-interval 60 \
+	  --policy $$policy; done
 
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache .hypothesis

@@ -17,13 +17,11 @@ from .model import ANY_MODEL, WHOLE, RunningJob
 
 
 def expected_end(job: RunningJob, now: float, use_expected: bool = True) -> float:
-    """When a running job should end. Past its expected runtime, assume it runs about as long again as it
-    already has (runtimes are heavy-tailed: a job that outlived the typical one tends to run much longer),
-    never beyond its max runtime."""
-    end = job.end(use_expected)
-    if use_expected and end <= now:
-        end = min(job.started_at + job.max_runtime, now + (now - job.started_at))
-    return max(end, now)
+    """When a running job should end: start + its runtime estimate (or max runtime), and not before now.
+
+    (Assuming that a job past its estimate runs as long again as it already has made the replay's estimates
+    worse: 35 % within 20 % instead of 47 %.)"""
+    return max(job.end(use_expected), now)
 
 
 def slot_heaps(capacity, running: list[RunningJob], extra_busy: dict, now: float, use_expected: bool = True):

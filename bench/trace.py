@@ -30,6 +30,7 @@ from scheduling.engine import (
     WaitingJob,
     schedule,
 )
+from scheduling.engine.estimate import RUNTIME_PERCENTILE, runtime_from_history
 
 DAY = 86400.0
 QOS_CLASSES = {  # qos: (task type, priority, preemptible, max runtime)
@@ -105,7 +106,7 @@ def never_fits(pod: Pod, nodes: tuple[NodeSnapshot, ...]) -> bool:
 
 
 def replay(nodes_csv: str, pods_csv: str, policy: Policy, time_scale: float = 1.0, node_fraction: float = 1.0,
-           pass_interval: float = 60.0, limit: int = 0) -> dict:
+           pass_interval: float = 60.0, limit: int = 0, runtime_percentile: float = RUNTIME_PERCENTILE) -> dict:
     nodes = load_nodes(nodes_csv, node_fraction)
     pods = load_pods(pods_csv, time_scale)
     if limit:
@@ -162,9 +163,9 @@ def replay(nodes_csv: str, pods_csv: str, policy: Policy, time_scale: float = 1.
                 continue  # a stale completion of an earlier, preempted run
             samples = history[(pod.qos, pod.gpus)]
             samples.append(pod.duration)
-            if len(samples) >= 3:
-                ordered = sorted(samples[-200:])
-                estimate_cache[(pod.qos, pod.gpus)] = ordered[int(0.75 * (len(ordered) - 1))]
+            estimate = runtime_from_history(samples[-200:], runtime_percentile)
+            if estimate is not None:
+                estimate_cache[(pod.qos, pod.gpus)] = estimate
         while pending and pending[-1].arrival <= boundary:
             pod = pending.pop()
             waiting[pod.id] = pod

@@ -2,12 +2,24 @@ from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
 from . import agent_tokens
-from .models import GPU, Cluster, Job, JobEvent, Node, NodeEvent, TaskType
+from .models import GPU, Cluster, Job, JobEvent, Node, NodeEvent, Reservation, TaskType
 
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ("name", "executor")
+    list_display = ("name", "executor", "ordering", "placement", "backfill", "preemption",
+                    "fair_share_half_life_hours")
+
+
+@admin.register(Reservation)
+class ReservationAdmin(admin.ModelAdmin):
+    list_display = ("tenant", "gpu_model", "gpus", "start", "end", "created_by")
+    list_filter = ("gpu_model", "tenant")
+
+    def save_model(self, request, obj, form, change):
+        if not obj.created_by_id:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
 
 
 class GPUInline(admin.TabularInline):

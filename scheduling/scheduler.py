@@ -25,6 +25,7 @@ from gpuportal.db import bulk_insert, bulk_set
 from tenants.models import DepartmentQuota, Quota, Tenant
 
 from . import engine, lifecycle
+from .engine.estimate import runtime_from_history
 from .models import (
     ACTIVE_STATUSES,
     Cluster,
@@ -85,12 +86,8 @@ def runtime_estimates(now) -> dict[tuple[str, int], float]:
                                                   "finished_at")[:HISTORY_JOBS])
     for code, per_node, nodes, started, finished in rows:
         samples[(code, per_node * nodes)].append((finished - started).total_seconds())
-    estimates = {}
-    for key, values in samples.items():
-        if len(values) >= 3:
-            values.sort()
-            estimates[key] = values[min(len(values) - 1, int(0.75 * len(values)))]
-    return estimates
+    estimates = {key: runtime_from_history(values) for key, values in samples.items()}
+    return {key: value for key, value in estimates.items() if value is not None}
 
 
 def usage_history(now, half_life_seconds: float) -> tuple[engine.UsageRecord, ...]:

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Membership, PlatformRole, Project, Quota, Tenant
+from .models import Department, DepartmentQuota, Membership, PlatformRole, Project, Quota, Tenant
 
 
 class ProjectInline(admin.TabularInline):
@@ -15,7 +15,7 @@ class QuotaInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("name", "display_name", "fair_share_weight")
+    list_display = ("name", "display_name", "fair_share_weight", "department")
     search_fields = ("name", "display_name")
     inlines = [ProjectInline, QuotaInline]
 
@@ -35,3 +35,14 @@ class PlatformRoleAdmin(admin.ModelAdmin):
 class QuotaAdmin(admin.ModelAdmin):
     list_display = ("tenant", "gpu_model", "guaranteed_gpus", "limit_gpus")
     list_filter = ("gpu_model",)
+
+
+class DepartmentQuotaInline(admin.TabularInline):
+    model = DepartmentQuota
+    extra = 0
+
+
+@admin.register(Department)
+class DepartmentAdmin(admin.ModelAdmin):
+    list_display = ("name", "display_name")
+    inlines = [DepartmentQuotaInline]

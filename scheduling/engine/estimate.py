@@ -15,6 +15,17 @@ from collections import defaultdict
 
 from .model import ANY_MODEL, WHOLE, RunningJob
 
+#: Runtime estimates are this percentile of the runtimes of finished jobs of the same class and size.
+RUNTIME_PERCENTILE = 0.75
+
+
+def runtime_from_history(samples: list[float], percentile: float = RUNTIME_PERCENTILE) -> float | None:
+    """A runtime estimate from past runtimes of similar jobs; None with fewer than 3 samples."""
+    if len(samples) < 3:
+        return None
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(percentile * (len(ordered) - 1) + 0.5))]
+
 
 def expected_end(job: RunningJob, now: float, use_expected: bool = True) -> float:
     """When a running job should end: start + its runtime estimate (or max runtime), and not before now.
@@ -91,4 +102,5 @@ def whole_slots(gpus: float) -> int:
     return max(1, math.ceil(gpus - 1e-9)) if gpus >= 1 else 1
 
 
-__all__ = ["WHOLE", "give_slots", "quota_heaps", "shadow", "slot_heaps", "take_slots", "whole_slots"]
+__all__ = ["RUNTIME_PERCENTILE", "WHOLE", "give_slots", "quota_heaps", "runtime_from_history", "shadow",
+           "slot_heaps", "take_slots", "whole_slots"]

@@ -20,6 +20,8 @@ class Command(BaseCommand):
         parser.add_argument("--pass-interval", type=float, default=0.0,
                             help="Handle events within this many simulated seconds in one pass (0: one per event).")
         parser.add_argument("--limit", type=int, default=0, help="Replay only the first N pods.")
+        parser.add_argument("--runtime-percentile", type=float, default=0.75,
+                            help="Percentile of past runtimes used as the runtime estimate.")
 
     def handle(self, *args, **o):
         try:
@@ -30,7 +32,8 @@ class Command(BaseCommand):
             raise CommandError("--node-fraction must be in (0, 1] and --time-scale above 0")
         try:
             result = replay(o["nodes"], o["pods"], policy, time_scale=o["time_scale"],
-                            node_fraction=o["node_fraction"], pass_interval=o["pass_interval"], limit=o["limit"])
+                            node_fraction=o["node_fraction"], pass_interval=o["pass_interval"], limit=o["limit"],
+                            runtime_percentile=o["runtime_percentile"])
         except OSError as exc:
             raise CommandError(f"cannot read the trace: {exc}") from exc
         self.stdout.write(json.dumps(result))

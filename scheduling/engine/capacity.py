@@ -68,27 +68,21 @@ class Capacity:
                 self.partial[model].discard(key)
 
     def take(self, placements, cpu_milli: int = 0, memory_mib: int = 0) -> None:
-        for p in placements:
-            if p.node_id not in self.nodes:
-                continue
-            free = self.free[p.node_id]
-            for index in p.gpu_indices:
-                if index in free:
-                    free[index] -= p.gpu_milli
-            self.cpu[p.node_id] -= cpu_milli
-            self.mem[p.node_id] -= memory_mib
-            self._recount(p.node_id)
+        self._shift(placements, cpu_milli, memory_mib, -1)
 
     def release(self, placements, cpu_milli: int = 0, memory_mib: int = 0) -> None:
+        self._shift(placements, cpu_milli, memory_mib, +1)
+
+    def _shift(self, placements, cpu_milli: int, memory_mib: int, sign: int) -> None:
         for p in placements:
             if p.node_id not in self.nodes:
-                continue
+                continue  # a node of another cluster, or one that may take no work
             free = self.free[p.node_id]
             for index in p.gpu_indices:
                 if index in free:
-                    free[index] += p.gpu_milli
-            self.cpu[p.node_id] += cpu_milli
-            self.mem[p.node_id] += memory_mib
+                    free[index] += sign * p.gpu_milli
+            self.cpu[p.node_id] += sign * cpu_milli
+            self.mem[p.node_id] += sign * memory_mib
             self._recount(p.node_id)
 
     # -- queries --------------------------------------------------------------------------------------

@@ -277,12 +277,16 @@ class _Pass:
                 dropped.add(victim.id)
         chosen = [v for v in chosen if v.id not in dropped]
         placement = self.cap.place_gang(job)
+        return chosen, self._rules(chosen, rule_for), placement
+
+    def _rules(self, chosen: list[RunningJob], rule_for) -> dict[int, str]:
+        """The rule that allowed each victim, judged as if it still ran (borrowing depends on it)."""
         rules = {}
         for victim in chosen:
             self._restore(victim)
             rules[victim.id] = rule_for(victim)
             self._release(victim)
-        return chosen, rules, placement
+        return rules
 
     def _victim_key(self, victim: RunningJob) -> tuple:
         """Who goes first: lowest priority, then borrowers, then the newest."""
@@ -322,12 +326,7 @@ class _Pass:
             for victim in chosen:
                 self._restore(victim)
             return None
-        rules = {}
-        for victim in chosen:
-            self._restore(victim)
-            rules[victim.id] = rule_for(victim)
-            self._release(victim)
-        return chosen, rules, placement
+        return chosen, self._rules(chosen, rule_for), placement
 
     def _victims_by_node(self) -> dict[int, list[tuple[tuple, RunningJob]]]:
         """Single-node whole-GPU preemptible jobs per node, in victim order as of the start of the pass."""

@@ -16,7 +16,7 @@ from collections import defaultdict
 from .model import ANY_MODEL, WHOLE, RunningJob
 
 #: Runtime estimates are this percentile of the runtimes of finished jobs of the same class and size.
-RUNTIME_PERCENTILE = 0.75
+RUNTIME_PERCENTILE = 0.9
 
 
 def runtime_from_history(samples: list[float], percentile: float = RUNTIME_PERCENTILE) -> float | None:

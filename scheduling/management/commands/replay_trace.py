@@ -20,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--pass-interval", type=float, default=0.0,
                             help="Handle events within this many simulated seconds in one pass (0: one per event).")
         parser.add_argument("--limit", type=int, default=0, help="Replay only the first N pods.")
-        parser.add_argument("--runtime-percentile", type=float, default=0.75,
+        parser.add_argument("--runtime-percentile", type=float, default=0.9,
                             help="Percentile of past runtimes used as the runtime estimate.")
 
     def handle(self, *args, **o):

@@ -48,30 +48,8 @@ def create_job(*, status: str, reason: str, actor=None, **fields) -> Job:
 
 def transition(job: Job, to_status: str, reason: str, *, actor=None, at=None, data=None, **fields) -> JobEvent:
     """Move ``job`` to ``to_status`` for ``reason``; extra ``fields`` are saved in the same update."""
-    from_status = job.status
-    if to_status not in ALLOWED_TRANSITIONS[from_status]:
-        raise InvalidTransition(f"job {job.pk}: {from_status} -> {to_status} is not allowed")
-    at = at or timezone.now()
-    updates = dict(fields)
-    updates["status"] = to_status
-    if to_status in _TIMESTAMP_FOR:
-        updates.setdefault(_TIMESTAMP_FOR[to_status], at)
-    if to_status in TERMINAL_STATUSES:
-        updates.setdefault("finished_at", at)
-    stops_waiting = from_status in (S.PENDING, S.QUEUED) and to_status not in (S.PENDING, S.QUEUED)
-    with transaction.atomic():
-        changed = Job.objects.filter(pk=job.pk, status=from_status).update(**updates, last_updated=at)
-        if changed != 1:
-            raise InvalidTransition(f"job {job.pk} is no longer {from_status}")
-        if stops_waiting:
-            JobQueueState.objects.filter(job_id=job.pk).delete()
-        if from_status in ACTIVE_STATUSES and to_status not in ACTIVE_STATUSES:
-            JobAllocation.objects.filter(job=job, released_at__isnull=True).update(released_at=at)
-        event = JobEvent.objects.create(job=job, at=at, from_status=from_status, to_status=to_status,
-                                        reason=reason, actor=actor, data=data or {})
-    for name, value in updates.items():
-        setattr(job, name, value)
-    return event
+    return transition_many([job], to_status, {job.pk: reason}, actor=actor, at=at,
+                           data={job.pk: data} if data else None, **fields)[0]
 
 
 def import_jobs(jobs: list[Job], status: str, reason: str) -> list[Job]:
@@ -88,8 +66,8 @@ def import_jobs(jobs: list[Job], status: str, reason: str) -> list[Job]:
     return created
 
 
-def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *, at=None, data=None,
-                    **fields) -> list[JobEvent]:
+def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *, actor=None, at=None,
+                    data=None, **fields) -> list[JobEvent]:
     """Move many jobs that share a status to ``to_status`` in one compare-and-set UPDATE, with one event
     each (``reasons`` and ``data`` by job id). Raises InvalidTransition if any of them moved meanwhile, so
     the caller's transaction rolls back as a whole."""
@@ -114,7 +92,7 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
             JobAllocation.objects.filter(job_id__in=ids, released_at__isnull=True).update(released_at=at)
         events = JobEvent.objects.bulk_create([
             JobEvent(job=job, at=at, from_status=from_status, to_status=to_status, reason=reasons[job.pk],
-                     data=(data or {}).get(job.pk, {})) for job in jobs], batch_size=2000)
+                     actor=actor, data=(data or {}).get(job.pk) or {}) for job in jobs], batch_size=2000)
     for job in jobs:
         for name, value in updates.items():
             setattr(job, name, value)

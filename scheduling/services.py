@@ -398,11 +398,6 @@ class ModelCapacity:
     def allocated_pct(self) -> float:
         return 100.0 * self.allocated / self.gpus if self.gpus else 0.0
 
-    # kept for the dashboard template
-    @property
-    def largest_free_block(self) -> int:
-        return self.largest_on_node
-
 
 def largest_gang(free_per_node: list[int]) -> int:
     """The most GPUs one job can get from these nodes with the same number of GPUs on each node."""

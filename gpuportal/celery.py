@@ -22,12 +22,17 @@ def _interval(name: str, default: float) -> float:
 
 
 def beat_schedule() -> dict:
+    from django.conf import settings
+
     return {
         "poll-agents": {"task": "scheduling.tasks.poll_agents", "schedule": _interval("POLL_INTERVAL_SECONDS", 15)},
         "scheduling-pass": {
             "task": "scheduling.tasks.run_scheduling_pass",
             "schedule": _interval("PASS_INTERVAL_SECONDS", 10),
         },
+        "rollup-usage": {"task": "metering.tasks.rollup_recent",
+                         "schedule": float(settings.METERING["ROLLUP_INTERVAL_SECONDS"])},
+        "freeze-closed-months": {"task": "metering.tasks.freeze_last_month", "schedule": 6 * 3600},
         "prune-readings": {"task": "scheduling.tasks.prune_readings", "schedule": 6 * 3600},
         "sync-job-status": {
             "task": "scheduling.tasks.sync_job_status",

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+import plotly
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
@@ -111,8 +112,12 @@ TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 
+# SQLite (the embedded demo) ignores the INCLUDE column of the readings' covering index; PostgreSQL uses it.
+SILENCED_SYSTEM_CHECKS = ["models.W040"]
+
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js comes from the installed plotly package (no CDN): served as static/plotly/plotly.min.js.
+STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(plotly.__file__).parent / "package_data")]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
 REST_FRAMEWORK = {
@@ -163,7 +168,20 @@ AGENTS = {
     "MISSED_POLLS_UNHEALTHY": int(os.environ.get("GPUPORTAL_MISSED_POLLS_UNHEALTHY", 3)),
     # suspect or unhealthy -> healthy after M good polls in a row
     "GOOD_POLLS_HEALTHY": int(os.environ.get("GPUPORTAL_GOOD_POLLS_HEALTHY", 3)),
-    "READINGS_RETENTION_DAYS": int(os.environ.get("GPUPORTAL_READINGS_RETENTION_DAYS", 30)),
+    # Kept longer than a month so that a closed month can still be rolled up again from its readings.
+    "READINGS_RETENTION_DAYS": int(os.environ.get("GPUPORTAL_READINGS_RETENTION_DAYS", 45)),
+}
+# Metering: the currency of GPU prices; how often the rollup of yesterday and today runs.
+METERING = {
+    "CURRENCY": os.environ.get("GPUPORTAL_CURRENCY", "USD"),
+    "ROLLUP_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_ROLLUP_INTERVAL", 3600)),
+}
+# /metrics: with a token set, scrapers send "Authorization: Bearer <token>"; without one, only the listed
+# addresses may scrape.
+METRICS = {
+    "TOKEN": os.environ.get("GPUPORTAL_METRICS_TOKEN", ""),
+    "ALLOWED_IPS": [a.strip() for a in os.environ.get("GPUPORTAL_METRICS_ALLOWED_IPS", "127.0.0.1,::1").split(",")
+                    if a.strip()],
 }
 # Per-node agent tokens are derived from this secret (HMAC of node name and token version) and only their
 # SHA-256 is stored, so a copy of the database does not reveal them.

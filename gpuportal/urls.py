@@ -3,6 +3,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
 
+from metering.metrics import metrics
+
 urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
@@ -11,5 +13,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("scheduling.api.urls")),
+    path("api/", include("metering.api.urls")),
+    path("metrics", metrics, name="metrics"),
+    path("reports/", include("metering.urls")),
     path("", include("scheduling.urls")),
 ]

@@ -1,1 +1,190 @@
-"""Metering models arrive with the metering issue: daily and monthly rollups of GPU-seconds."""
+"""Metering facts: who used which GPUs for how long, how well, at what price.
+
+Shaped like Open XDMoD's fact tables: ``UsageDaily`` (one row per day and attribution key) is rebuilt from
+allocations and agent readings by ``metering.rollup``; ``UsageMonthly`` is the sum of a month's daily rows;
+``JobFact`` is one row per job (wait, outcome, preemptions) for counts and percentiles; ``CapacityDaily`` is
+one row per day and GPU model (capacity, peaks, host counters) for the platform report and the capacity
+advice. Every table is rebuilt for a range by deleting and re-inserting it, so re-running a range gives
+the same rows and late readings are absorbed by re-running.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from gpuportal.models import TimeStampedModel
+from tenants.scoping import TenantScopedQuerySet
+
+
+class GpuPrice(TimeStampedModel):
+    """What one GPU-hour of a model costs from ``effective_from`` on (until the next row of that model).
+
+    Rows are never edited in place: a new price is a new row, so past months keep the price they had.
+    """
+
+    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    price_per_gpu_hour = models.DecimalField(_("price per GPU-hour"), max_digits=10, decimal_places=4)
+    effective_from = models.DateField(_("effective from"))
+    note = models.CharField(_("note"), max_length=200, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["gpu_model", "-effective_from"]
+        constraints = [models.UniqueConstraint(fields=["gpu_model", "effective_from"], name="gpu_price_unique_day"),
+                       models.CheckConstraint(condition=models.Q(price_per_gpu_hour__gte=0),
+                                              name="gpu_price_not_negative")]
+        verbose_name = _("GPU price")
+        verbose_name_plural = _("GPU prices")
+
+    def __str__(self):
+        return f"{self.gpu_model} {self.price_per_gpu_hour}/h from {self.effective_from}"
+
+
+class UsageFields(models.Model):
+    """The attribution key and the measures shared by the daily and monthly usage tables."""
+
+    cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    task_type = models.ForeignKey("scheduling.TaskType", on_delete=models.CASCADE, related_name="+")
+    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    allocated_gpu_seconds = models.FloatField(_("allocated GPU-seconds"), default=0)
+    used_gpu_seconds = models.FloatField(
+        _("used GPU-seconds"), default=0,
+        help_text=_("Allocated seconds weighted by the GPU utilisation the node agents measured."))
+    measured_gpu_seconds = models.FloatField(
+        _("measured GPU-seconds"), default=0, help_text=_("Allocated seconds for which readings exist."))
+    cost = models.DecimalField(_("cost"), max_digits=16, decimal_places=4, default=0)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+
+class UsageDaily(UsageFields):
+    day = models.DateField(_("day"), db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "day"])]
+        verbose_name = _("daily usage")
+        verbose_name_plural = _("daily usage")
+
+    def __str__(self):
+        return f"{self.day} {self.tenant_id}/{self.project_id} {self.gpu_model}: {self.allocated_gpu_seconds:.0f} s"
+
+
+class UsageMonthly(UsageFields):
+    month = models.DateField(_("month"), db_index=True, help_text=_("First day of the month."))
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "month"])]
+        verbose_name = _("monthly usage")
+        verbose_name_plural = _("monthly usage")
+
+    def __str__(self):
+        return (f"{self.month:%Y-%m} {self.tenant_id}/{self.project_id} {self.gpu_model}: "
+                f"{self.allocated_gpu_seconds:.0f} s")
+
+
+class JobFact(models.Model):
+    """One job as reports count it: when it was asked for, how long it waited, how it ended."""
+
+    job = models.OneToOneField("scheduling.Job", on_delete=models.CASCADE, primary_key=True, related_name="fact")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    task_type = models.ForeignKey("scheduling.TaskType", on_delete=models.CASCADE, related_name="+")
+    gpu_model = models.CharField(max_length=64)
+    gpus = models.FloatField(help_text="GPUs asked for (nodes x GPUs per node x share).")
+    submitted_at = models.DateTimeField(db_index=True)
+    first_admitted_at = models.DateTimeField(null=True)
+    wait_seconds = models.FloatField(null=True, help_text="Submission to first admission.")
+    finished_at = models.DateTimeField(null=True)
+    status = models.CharField(max_length=20)
+    failure_category = models.CharField(max_length=20, blank=True)
+    preemptions = models.PositiveIntegerField(default=0)
+    retries = models.PositiveIntegerField(default=0)
+    reclaimed = models.BooleanField(default=False)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("job fact")
+        verbose_name_plural = _("job facts")
+
+    def __str__(self):
+        return f"job {self.job_id}: {self.status}, waited {self.wait_seconds} s"
+
+
+class CapacityDaily(models.Model):
+    """One GPU model on one day: how many GPUs there were, how busy they were, how much was asked for."""
+
+    day = models.DateField(_("day"))
+    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    capacity_gpus = models.PositiveIntegerField(_("GPUs"))
+    allocated_gpu_seconds = models.FloatField(default=0)
+    used_gpu_seconds = models.FloatField(default=0)
+    peak_allocated_gpus = models.FloatField(default=0)
+    peak_demand_gpus = models.FloatField(default=0, help_text="Most GPUs held plus asked for by waiting jobs.")
+    mean_utilization_pct = models.FloatField(null=True, help_text="Mean of all readings of this model's GPUs.")
+    gpu_memory_high_water_mb = models.PositiveIntegerField(null=True)
+    node_cpu_pct = models.FloatField(null=True)
+    node_memory_pct = models.FloatField(null=True)
+    network_bytes_per_s = models.FloatField(null=True, help_text="Ethernet and InfiniBand, received and sent.")
+    storage_read_bytes_per_s = models.FloatField(null=True)
+
+    class Meta:
+        ordering = ["day", "gpu_model"]
+        constraints = [models.UniqueConstraint(fields=["day", "gpu_model"], name="capacity_daily_unique")]
+        verbose_name = _("daily capacity")
+        verbose_name_plural = _("daily capacity")
+
+    def __str__(self):
+        return f"{self.day} {self.gpu_model}: {self.capacity_gpus} GPUs, peak demand {self.peak_demand_gpus}"
+
+
+class MonthlyReport(models.Model):
+    """A frozen report of a closed month (``tenant`` empty: the platform-wide report).
+
+    Regenerating writes a new row with who asked and why, and marks the old one superseded; nothing is
+    overwritten, so what a manager read last month can still be shown.
+    """
+
+    month = models.DateField(_("month"))
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    data = models.JSONField()
+    generated_at = models.DateTimeField(_("generated"))
+    generated_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                     related_name="+")
+    reason = models.CharField(_("reason"), max_length=500)
+    superseded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-month", "-generated_at"]
+        indexes = [models.Index(fields=["month", "tenant"])]
+        verbose_name = _("monthly report")
+        verbose_name_plural = _("monthly reports")
+
+    def __str__(self):
+        return f"{self.month:%Y-%m} {self.tenant or 'platform'} ({self.generated_at:%Y-%m-%d %H:%M})"
+
+
+class OperationalCounter(models.Model):
+    """A counter or gauge for ``/metrics`` that several processes (workers, beat, web) add to.
+
+    Kept in the database so that a scrape of any web process sees what every worker counted.
+    """
+
+    name = models.CharField(max_length=100)
+    labels = models.CharField(max_length=200, blank=True, help_text="Prometheus label text, e.g. cluster=\"sim\".")
+    value = models.FloatField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "labels"], name="operational_counter_unique")]
+
+    def __str__(self):
+        return f"{self.name}{{{self.labels}}} {self.value}"

@@ -151,26 +151,72 @@ def seed_structure() -> dict:
     return {"cluster": cluster, "tenants": tenants, "users": users}
 
 
-def seed_history(users: dict, days: int = 21, count: int = 40, seed: int = 7) -> int:
-    """Finished jobs of the past weeks, with back-dated timelines and released allocations."""
+#: How busy each task type keeps its GPUs in the demo's simulated readings (mean, spread; percent).
+DEMO_UTILIZATION = {"inference": (55, 15), "training": (88, 6), "research": (62, 20), "notebook": (12, 10),
+                    "evaluation": (48, 15), "test": (25, 15)}
+
+
+def history_start(now=None):
+    """Midnight of the first day of the month two months back: two closed months and this one so far."""
+    local = timezone.localtime(now or timezone.now())
+    first = local.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    for _month in range(2):
+        first = (first - timedelta(days=1)).replace(day=1)
+    return first
+
+
+def _history_plans(rng, start, now):
+    """(owner, tenant, model, task, gpus, submitted, wait, run) of every finished job to create.
+
+    A few jobs a day on every model, long training runs on H100 and A100, and every third day a crunch on
+    H100: five 8-GPU training jobs at once that queue behind each other, so the reports have waits and
+    demand above capacity to explain."""
+    owners = [("alice", "vision"), ("carol", "vision"), ("bob", "nlp"), ("frank", "nlp"), ("erin", "speech")]
+    day = start
+    index = 0
+    while day < now:
+        for _n in range(rng.randint(3, 7)):
+            username, tenant_name = rng.choice(owners)
+            model = rng.choice(sorted(TENANTS[tenant_name][2]))
+            task = rng.choice(["training", "research", "research", "notebook", "evaluation", "test"])
+            wait = timedelta(minutes=rng.choice([0.2, 1, 5, 30, 90, 240]) * (3 if model == "H100" else 1))
+            run = timedelta(minutes=rng.choice([20, 60, 120, 240, 480, 720, 1440]) * rng.uniform(0.7, 1.3))
+            yield (username, tenant_name, model, task, rng.choice([1, 2, 4, 8]),
+                   day + timedelta(hours=rng.uniform(0, 23)), wait, run)
+        for username, tenant_name, model, hours in (("frank", "nlp", "H100", (14, 22)),
+                                                    ("alice", "vision", "H100", (10, 18)),
+                                                    ("bob", "nlp", "H100", (12, 20)),
+                                                    ("carol", "vision", "A100", (10, 20))):
+            yield (username, tenant_name, model, "training", 8, day + timedelta(hours=rng.uniform(0, 6)),
+                   timedelta(minutes=rng.choice([1, 10, 45])), timedelta(hours=rng.uniform(*hours)))
+        if index % 3 == 1:
+            for k in range(5):
+                username, tenant_name = rng.choice([("bob", "nlp"), ("frank", "nlp"), ("alice", "vision")])
+                yield (username, tenant_name, "H100", "training", 8, day + timedelta(hours=9, minutes=k),
+                       timedelta(hours=1.5 * k), timedelta(hours=rng.uniform(3, 6)))
+        day += timedelta(days=1)
+        index += 1
+
+
+def seed_history(users: dict, start=None, seed: int = 7) -> int:
+    """Finished jobs since ``start`` (default: two months back), with back-dated timelines and released
+    allocations; the simulated GPU utilisation of each goes into its executor state for the demo readings."""
     rng = random.Random(seed)
     now = timezone.now()
+    start = start or history_start(now)
     task_types = {t.code: t for t in TaskType.objects.all()}
-    owners = [("alice", "vision"), ("carol", "vision"), ("bob", "nlp"), ("frank", "nlp"), ("erin", "speech")]
+    projects = {}
+    for project in Project.objects.select_related("tenant"):
+        projects.setdefault(project.tenant.name, []).append(project)
     nodes_by_model: dict[str, list[Node]] = {}
     for node in Node.objects.prefetch_related("gpus"):
         nodes_by_model.setdefault(node.gpu_model, []).append(node)
     created = 0
-    for _i in range(count):
-        username, tenant_name = rng.choice(owners)
-        tenant_quotas = TENANTS[tenant_name][2]
-        model = rng.choice(sorted(tenant_quotas))
-        project = rng.choice(list(Project.objects.filter(tenant__name=tenant_name)))
-        task = task_types[rng.choice(["training", "research", "research", "notebook", "evaluation", "test"])]
-        gpus = rng.choice([1, 2, 4, 8])
-        submitted = now - timedelta(days=rng.uniform(1, days))
-        waited = timedelta(minutes=rng.choice([0.2, 1, 5, 30, 90, 240]))
-        ran = timedelta(minutes=rng.randint(5, 600))
+    for username, tenant_name, model, code, gpus, submitted, waited, ran in _history_plans(rng, start, now):
+        if submitted + waited + ran > now - timedelta(minutes=30):
+            continue  # only finished history; today's work is the live jobs
+        task = task_types[code]
+        project = rng.choice(projects[tenant_name])
         status, category, message = rng.choice(HISTORY_OUTCOMES)
         job = lifecycle.create_job(
             status=JobStatus.QUEUED, reason=f"Submitted by {username}; task type {task.code} needs no approval.",
@@ -179,22 +225,26 @@ def seed_history(users: dict, days: int = 21, count: int = 40, seed: int = 7) ->
             node_count=1, image=rng.choice(["registry.local/pytorch:2.4-cuda12", "registry.local/jax:0.4-cuda12"]),
             command="python train.py", max_runtime_minutes=task.default_max_runtime_minutes,
             priority=task.priority, submitted_at=submitted)
+        created += 1
         if status == "cancelled":
             lifecycle.transition(job, JobStatus.CANCELLED, f"Cancelled by {username}.", actor=users[username],
                                  at=submitted + waited)
-            created += 1
             continue
         node = rng.choice(nodes_by_model[model])
-        start = submitted + waited
-        JobAllocation.objects.bulk_create([JobAllocation(job=job, gpu=g, allocated_at=start)
-                                           for g in list(node.gpus.all())[:gpus]])
-        lifecycle.transition(job, JobStatus.ADMITTED, f"Admitted: {gpus} x {model} on {node.name}.", at=start,
+        start_at = submitted + waited
+        first_gpu = rng.randrange(0, 8 - gpus + 1)
+        JobAllocation.objects.bulk_create([JobAllocation(job=job, gpu=g, allocated_at=start_at)
+                                           for g in list(node.gpus.all())[first_gpu:first_gpu + gpus]])
+        mean, spread = DEMO_UTILIZATION[code]
+        utilization = max(1, min(99, round(rng.gauss(mean, spread))))
+        lifecycle.transition(job, JobStatus.ADMITTED, f"Admitted: {gpus} x {model} on {node.name}.", at=start_at,
                              cluster=node.cluster)
         lifecycle.transition(job, JobStatus.DISPATCHING, "Sent to cluster sim (Simulated executor).",
-                             at=start + timedelta(seconds=1), executor_state={"plan": plan_for(job)})
+                             at=start_at + timedelta(seconds=1),
+                             executor_state={"plan": plan_for(job), "demo_utilization_pct": utilization})
         lifecycle.transition(job, JobStatus.RUNNING, f"Containers started on {node.name}.",
-                             at=start + timedelta(seconds=40))
-        end = start + ran
+                             at=start_at + timedelta(seconds=40))
+        end = start_at + ran
         if status == "succeeded":
             lifecycle.transition(job, JobStatus.SUCCEEDED, "Finished with exit code 0.", at=end, exit_code=0)
         else:
@@ -202,7 +252,6 @@ def seed_history(users: dict, days: int = 21, count: int = 40, seed: int = 7) ->
                                  failure_category=category, failure_message=message,
                                  exit_code=137 if category == FailureCategory.OUT_OF_MEMORY else
                                  (1 if category == FailureCategory.EXIT_CODE else None))
-        created += 1
     return created
 
 
@@ -220,6 +269,10 @@ def seed_demo(history: bool = True) -> dict:
     world = seed_structure()
     if not Job.objects.exists():
         if history:
-            world["history"] = seed_history(world["users"])
+            from metering.demo import seed_metering
+
+            start = history_start()
+            world["history"] = seed_history(world["users"], start)
+            world["metering"] = seed_metering(start)
         world["live"] = seed_live_jobs(world["users"])
     return world

@@ -303,4 +303,8 @@ def poll_agents(nodes=None, workers: int | None = None, timeout: float | None = 
     report.fetch_seconds, report.store_seconds = fetched - started, time.monotonic() - fetched
     for name, error in report.failed.items():
         logger.warning("agent of %s: %s", name, error)
+    if report.failed:
+        from metering import telemetry
+
+        telemetry.increment("gpuportal_agent_poll_failures_total", len(report.failed))
     return report

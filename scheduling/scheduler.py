@@ -208,6 +208,9 @@ def run_pass() -> PassReport:
 
             transaction.on_commit(lambda: run_scheduling_pass.delay())
     report.seconds = time.monotonic() - started
+    from metering import telemetry
+
+    telemetry.observe("gpuportal_scheduling_pass_duration_seconds", report.seconds)
     return report
 
 

@@ -62,6 +62,9 @@ def dispatch_job(job_id: int) -> str:
         state = executor.dispatch(job)
     except Exception as exc:  # the executor's message is the evidence the user needs
         logger.exception("dispatch of job %s failed", job_id)
+        from metering import telemetry
+
+        telemetry.increment("gpuportal_dispatch_errors_total", cluster=job.cluster.name)
         lifecycle.transition(job, JobStatus.FAILED, _("Dispatch failed."), failure_category="",
                              failure_message=_("Dispatch failed: %(error)s") % {"error": exc})
         return "failed"

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from .views import GpuPriceView, MonthlyReportView
+
+urlpatterns = [
+    path("reports/monthly/<str:month>/", MonthlyReportView.as_view(), name="monthly-report"),
+    path("prices/", GpuPriceView.as_view(), name="gpu-prices"),
+]

@@ -1,0 +1,169 @@
+"""Report data -> sections of a page: a title, a plotly figure, the same data as a table, a CSV name.
+
+One list of sections feeds the page (chart and table), the CSV download and the tests, so what a chart
+shows and what the CSV holds cannot drift apart. Figures are plain plotly.js JSON (``data`` and
+``layout``); the page draws them with the plotly.js shipped inside the installed ``plotly`` package.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.utils.translation import gettext as _
+
+
+@dataclass
+class Section:
+    name: str
+    title: str
+    columns: list[tuple[str, str]]
+    rows: list[dict]
+    figure: dict | None = None
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def table(self) -> list[list]:
+        return [[row.get(key) for key, _label in self.columns] for row in self.rows]
+
+    def csv(self) -> str:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow([key for key, _label in self.columns])
+        writer.writerows(self.table())
+        return buffer.getvalue()
+
+
+def _layout(title: str, y_title: str, **extra) -> dict:
+    layout = {"title": {"text": title}, "yaxis": {"title": {"text": y_title}}, "height": 340,
+              "margin": {"l": 60, "r": 20, "t": 50, "b": 60}, "legend": {"orientation": "h"}}
+    layout.update(extra)
+    return layout
+
+
+def bars(rows: list[dict], label: str, series: list[tuple[str, str]], title: str, y_title: str) -> dict:
+    """Grouped bars: one trace per (key, name) of ``series`` over the ``label`` column."""
+    x = [str(row[label]) for row in rows]
+    return {"data": [{"type": "bar", "name": name, "x": x, "y": [row.get(key) for row in rows]}
+                     for key, name in series],
+            "layout": _layout(title, y_title, barmode="group")}
+
+
+def lines_by(rows: list[dict], x_key: str, group_key: str, y_key: str, title: str, y_title: str,
+             kind: str = "scatter", stacked: bool = False) -> dict:
+    """One trace per value of ``group_key`` (a GPU model, a tenant) over ``x_key`` (a day)."""
+    groups: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for row in rows:
+        xs, ys = groups[str(row[group_key])]
+        xs.append(row[x_key])
+        ys.append(row.get(y_key))
+    trace = {"type": kind} if kind == "bar" else {"type": "scatter", "mode": "lines+markers"}
+    layout = _layout(title, y_title, **({"barmode": "stack"} if stacked else {}))
+    return {"data": [{**trace, "name": name, "x": xs, "y": ys} for name, (xs, ys) in sorted(groups.items())],
+            "layout": layout}
+
+
+def _usage_columns(first: str) -> list[tuple[str, str]]:
+    return [("name", first), ("gpu_hours_allocated", _("GPU-hours allocated")),
+            ("gpu_hours_used", _("GPU-hours used")), ("efficiency", _("Efficiency")), ("cost", _("Cost"))]
+
+
+def _usage_section(name: str, title: str, first: str, rows: list[dict]) -> Section:
+    return Section(name, title, _usage_columns(first), rows, bars(
+        rows, "name", [("gpu_hours_allocated", _("allocated")), ("gpu_hours_used", _("used"))], title,
+        _("GPU-hours")))
+
+
+def _wait_section(name: str, title: str, first: str, rows: list[dict]) -> Section:
+    hours = [{**row, "p95_hours": round((row["wait_seconds_p95"] or 0) / 3600, 2),
+              "median_hours": round((row["wait_seconds_median"] or 0) / 3600, 2)} for row in rows]
+    return Section(name, title, [("name", first), ("jobs", _("Jobs")), ("wait_seconds_median", _("Median wait (s)")),
+                                 ("wait_seconds_p95", _("p95 wait (s)"))], rows,
+                   bars(hours, "name", [("median_hours", _("median")), ("p95_hours", _("p95"))], title, _("hours")))
+
+
+def report_sections(data: dict) -> list[Section]:
+    """Every chart and table of a monthly report, in page order."""
+    sections = [
+        Section("daily", _("GPU-hours per day"), [("day", _("Day")), ("gpu_model", _("GPU model")),
+                                                  ("gpu_hours_allocated", _("GPU-hours allocated")),
+                                                  ("gpu_hours_used", _("GPU-hours used"))], data["daily"],
+                lines_by(data["daily"], "day", "gpu_model", "gpu_hours_allocated", _("Allocated GPU-hours per day"),
+                         _("GPU-hours"), kind="bar", stacked=True)),
+    ]
+    if data["scope"] == "platform":
+        sections.append(_usage_section("by_tenant", _("By tenant"), _("Tenant"), data["by_tenant"]))
+    sections += [
+        _usage_section("by_project", _("By project"), _("Project"), data["by_project"]),
+        _usage_section("by_task_type", _("By task type"), _("Task type"), data["by_task_type"]),
+        _usage_section("by_gpu_model", _("By GPU model"), _("GPU model"), data["by_gpu_model"]),
+    ]
+    failures = [{"category": k, "jobs": v} for k, v in data["failures_by_category"].items()]
+    sections.append(Section("failures", _("Failed jobs by category"),
+                            [("category", _("Category")), ("jobs", _("Jobs"))], failures,
+                            bars(failures, "category", [("jobs", _("failed jobs"))], _("Failed jobs by category"),
+                                 _("jobs"))))
+    sections += [
+        _wait_section("wait_by_task_type", _("Wait by task type"), _("Task type"), data["wait_by_task_type"]),
+        _wait_section("wait_by_gpu_model", _("Wait by GPU model"), _("GPU model"), data["wait_by_gpu_model"]),
+    ]
+    top = data["top_users"]
+    sections.append(Section("top_users", _("Top users"), [*_usage_columns(_("User")), ("jobs", _("Jobs"))], top,
+                            bars(top, "name", [("gpu_hours_allocated", _("allocated"))], _("Top users"),
+                                 _("GPU-hours"))))
+    quota = [{**row, "label": f"{row['tenant']} {row['gpu_model']}"} for row in data["quota_vs_use"]]
+    sections.append(Section(
+        "quota_vs_use", _("Quota versus use"),
+        [("tenant", _("Tenant")), ("gpu_model", _("GPU model")), ("guaranteed", _("Guaranteed")),
+         ("limit", _("Limit")), ("average_gpus_allocated", _("Average GPUs allocated")),
+         ("share_of_guarantee", _("Share of guarantee"))], quota,
+        bars(quota, "label", [("guaranteed", _("guaranteed")), ("limit", _("limit")),
+                              ("average_gpus_allocated", _("average allocated"))], _("Quota versus use"), _("GPUs"))))
+    if data["scope"] == "platform":
+        sections += platform_sections(data)
+    return sections
+
+
+def platform_sections(data: dict) -> list[Section]:
+    utilisation = data["utilisation_by_gpu_model"]
+    rates = [{**row, "allocated_pct": round((row["allocation_rate"] or 0) * 100, 1)} for row in utilisation]
+    return [
+        Section("utilisation", _("Utilisation per GPU model"), [
+            ("gpu_model", _("GPU model")), ("capacity_gpus", _("GPUs")),
+            ("capacity_gpu_hours", _("Capacity GPU-hours")),
+            ("allocated_gpu_hours", _("Allocated GPU-hours")), ("allocation_rate", _("Allocated share")),
+            ("mean_utilization_pct", _("Mean utilisation %")), ("idle_gpu_hours", _("Idle GPU-hours")),
+            ("peak_demand_gpus", _("Peak demand (GPUs)")), ("days_over_capacity", _("Days demand > capacity"))],
+            utilisation, bars(rates, "gpu_model", [("allocated_pct", _("allocated %")),
+                                                   ("mean_utilization_pct", _("utilisation %"))],
+                              _("Utilisation per GPU model"), "%")),
+        Section("capacity_daily", _("Peak demand versus capacity"), [
+            ("day", _("Day")), ("gpu_model", _("GPU model")), ("capacity_gpus", _("GPUs")),
+            ("peak_allocated_gpus", _("Peak allocated")), ("peak_demand_gpus", _("Peak demand")),
+            ("mean_utilization_pct", _("Mean utilisation %")),
+            ("gpu_memory_high_water_mb", _("GPU memory high-water (MiB)"))],
+            data["capacity_daily"], _demand_figure(data["capacity_daily"])),
+        Section("longest_waiting_tenants", _("Tenants who waited longest"), [
+            ("name", _("Tenant")), ("jobs", _("Jobs")), ("wait_seconds_median", _("Median wait (s)")),
+            ("wait_seconds_p95", _("p95 wait (s)"))], data["longest_waiting_tenants"]),
+        Section("recommendations", _("Capacity recommendations"), [
+            ("gpu_model", _("GPU model")), ("action", _("Action")), ("evidence", _("Evidence"))],
+            data["recommendations"]),
+    ]
+
+
+def _demand_figure(rows: list[dict]) -> dict:
+    figure = lines_by(rows, "day", "gpu_model", "peak_demand_gpus", _("Peak demand versus capacity"), _("GPUs"))
+    for trace in figure["data"]:
+        trace["name"] = _("%(model)s demand") % {"model": trace["name"]}
+    capacity = lines_by(rows, "day", "gpu_model", "capacity_gpus", "", "")["data"]
+    for trace in capacity:
+        figure["data"].append({**trace, "name": _("%(model)s capacity") % {"model": trace["name"]},
+                               "line": {"dash": "dash"}, "mode": "lines"})
+    return figure
+
+
+def section_by_name(sections: list[Section], name: str) -> Section | None:
+    return next((s for s in sections if s.name == name), None)

@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: demo test lint venv clean bench-poll bench-scheduler replay
+.PHONY: demo test lint venv clean bench-poll bench-scheduler bench-rollup replay
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,14 @@ bench-scheduler: $(STAMP)
 	DATABASE_URL=$(BENCH_DB) $(PY) manage.py migrate --noinput -v 0
 	DATABASE_URL=$(BENCH_DB) DEBUG=0 $(PY) manage.py bench_scheduler --nodes 1000 --gpus-per-node 8 --tenants 100 \
 	  --pending 10000 --running 4000
+
+# A month of readings (1,000 GPUs, 10 million samples) rolled up in PostgreSQL; the data is generated once.
+bench-rollup: $(STAMP)
+	./scripts/ensure-services.sh
+	psql -h 127.0.0.1 -U postgres -tc "SELECT 1 FROM pg_database WHERE datname='gpuportal_bench'" | grep -q 1 \
+	  || psql -h 127.0.0.1 -U postgres -c "CREATE DATABASE gpuportal_bench"
+	DATABASE_URL=$(BENCH_DB) $(PY) manage.py migrate --noinput -v 0
+	DATABASE_URL=$(BENCH_DB) DEBUG=0 $(PY) manage.py bench_rollup --samples 10000000 --gpus 1000 --month 2026-10
 
 TRACES ?= ../shared/traces/openb
 replay: $(STAMP)

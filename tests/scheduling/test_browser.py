@@ -1,33 +1,8 @@
 """In Debian's Chromium through Playwright: log in as alice, submit a job, see it in the list."""
 
-import shutil
-
 import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-
-
-@pytest.fixture
-def page(live_server, monkeypatch):
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (scripts/ensure-services.sh)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls of fixtures are still synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        context = browser.new_context()
-        external = []
-        context.on("request", lambda r: external.append(r.url) if not r.url.startswith(live_server.url) else None)
-        page = context.new_page()
-        page.set_default_timeout(15000)
-        yield page
-        browser.close()
-        assert [u for u in external if not u.startswith(("data:", "about:"))] == []  # nothing from the internet
 
 
 def test_alice_logs_in_submits_and_sees_her_job(page, live_server, world):

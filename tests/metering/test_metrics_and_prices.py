@@ -14,7 +14,6 @@ from scheduling.scheduler import run_pass
 from tenants.models import Project
 
 from .helpers import gpus_of, ran_job
-from .test_reports import api_for
 
 
 def waiting_job(owner, project="vision/detection", model="A100", minutes_ago=30):
@@ -61,8 +60,8 @@ def test_metrics_are_protected(client, settings, world):
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
 
 
-def test_prices_are_set_by_platform_admins_with_errors_naming_the_field(users):
-    admin = api_for("admin")
+def test_prices_are_set_by_platform_admins_with_errors_naming_the_field(api):
+    admin = api("admin")
     created = admin.post("/api/prices/", {"gpu_model": "H100", "price_per_gpu_hour": "3.25",
                                           "effective_from": "2026-11-01"}, format="json")
     assert created.status_code == 201 and created.json()["created_by"] == "admin"
@@ -73,10 +72,10 @@ def test_prices_are_set_by_platform_admins_with_errors_naming_the_field(users):
     again = admin.post("/api/prices/", {"gpu_model": "H100", "price_per_gpu_hour": "3.5",
                                         "effective_from": "2026-11-01"}, format="json")
     assert again.status_code == 400 and "effective_from" in again.json()
-    assert api_for("dave").post("/api/prices/", {"gpu_model": "H100", "price_per_gpu_hour": "1",
+    assert api("dave").post("/api/prices/", {"gpu_model": "H100", "price_per_gpu_hour": "1",
                                                  "effective_from": "2026-12-01"}, format="json").status_code == 403
     assert GpuPrice.objects.count() == 1
-    assert [p["price_per_gpu_hour"] for p in api_for("alice").get("/api/prices/").json()] == ["3.2500"]
+    assert [p["price_per_gpu_hour"] for p in api("alice").get("/api/prices/").json()] == ["3.2500"]
 
 
 def test_operations_dashboard_has_three_groups_for_managers_only(client, users):

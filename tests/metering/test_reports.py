@@ -8,7 +8,6 @@ from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
-from rest_framework.test import APIClient
 
 from metering import reports
 from metering.models import GpuPrice, MonthlyReport
@@ -65,18 +64,11 @@ def test_tenant_report_carries_nothing_of_another_tenant(october):
     assert "by_tenant" not in data and "recommendations" not in data
 
 
-def api_for(username):
-    client = APIClient()
-    token = client.post("/api/auth/token/", {"username": username, "password": "demo"}, format="json").json()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token['token']}")
-    return client
-
-
-def test_manager_sees_all_tenants_and_a_researcher_only_their_own(october):
-    dave = api_for("dave").get("/api/reports/monthly/2026-10/")
+def test_manager_sees_all_tenants_and_a_researcher_only_their_own(october, api):
+    dave = api("dave").get("/api/reports/monthly/2026-10/")
     assert dave.status_code == 200
     assert {row["name"] for row in dave.json()["by_tenant"]} == {"vision", "nlp"}
-    alice = api_for("alice")
+    alice = api("alice")
     assert alice.get("/api/reports/monthly/2026-10/").status_code == 403
     assert alice.get("/api/reports/monthly/2026-10/?tenant=nlp").status_code == 404
     mine = alice.get("/api/reports/monthly/2026-10/?tenant=vision")

@@ -14,6 +14,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("scheduling.api.urls")),
     path("api/", include("metering.api.urls")),
+    path("api/", include("audit.api.urls")),
+    path("audit/", include("audit.urls")),
     path("metrics", metrics, name="metrics"),
     path("reports/", include("metering.urls")),
     path("", include("scheduling.urls")),

@@ -327,9 +327,18 @@ def regenerate(month: date, tenant: Tenant | None, actor, reason: str, now: date
         raise ValueError(_("reason: say why the report is regenerated (it is recorded)."))
     with transaction.atomic():
         rollup(month, next_month(month) - timedelta(days=1), now=now, force=force)
+        old = MonthlyReport.objects.filter(month=month, tenant=tenant, superseded_at__isnull=True).first()
         MonthlyReport.objects.filter(month=month, tenant=tenant, superseded_at__isnull=True).update(superseded_at=now)
-        return MonthlyReport.objects.create(month=month, tenant=tenant, data=build_report(month, tenant, now),
-                                            generated_at=now, generated_by=actor, reason=reason.strip()[:500])
+        snapshot = MonthlyReport.objects.create(month=month, tenant=tenant, data=build_report(month, tenant, now),
+                                                generated_at=now, generated_by=actor, reason=reason.strip()[:500])
+        from audit import log as audit
+        from audit.models import AuditAction
+
+        audit.record(AuditAction.REPORT_REGENERATE, snapshot, actor=actor, tenant=tenant, reason=snapshot.reason,
+                     before={"snapshot": old.pk, "gpu_hours_allocated": old.data.get("gpu_hours_allocated")}
+                     if old else None,
+                     after={"snapshot": snapshot.pk, "gpu_hours_allocated": snapshot.data["gpu_hours_allocated"]})
+        return snapshot
 
 
 def months_with_data() -> list[date]:

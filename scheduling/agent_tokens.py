@@ -45,6 +45,12 @@ def issue(node: Node, actor=None) -> str:
                              reason=f"Agent token version {node.agent_token_version} issued; earlier tokens revoked.",
                              actor=actor, data={"version": node.agent_token_version,
                                                 "fingerprint": node.agent_token_hash[:12]})
+    from audit import log as audit
+    from audit.models import AuditAction
+
+    audit.record(AuditAction.TOKEN_ISSUE, node, actor=actor, after={
+        "version": node.agent_token_version, "fingerprint": node.agent_token_hash[:12]},
+        reason="Earlier tokens revoked.")
     return token
 
 

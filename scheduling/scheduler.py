@@ -21,6 +21,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from audit import log as audit
+from audit.models import AuditAction
 from gpuportal.db import bulk_insert, bulk_set
 from tenants.models import DepartmentQuota, Quota, Tenant
 
@@ -230,6 +232,9 @@ def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport
         data = {"preemptor": preemptor.pk, "preemptor_tenant": preemption.preemptor_tenant, "rule": preemption.rule}
         lifecycle.transition(victim, JobStatus.PREEMPTED, text, at=now, data=data,
                              failure_category=FailureCategory.PREEMPTED, failure_message=text)
+        audit.record(AuditAction.JOB_PREEMPT, victim, reason=text, actor=None,
+                     after={"preemptor": preemptor.pk, "preemptor_tenant": preemption.preemptor_tenant,
+                            "rule": preemption.rule})
         if victim.cluster_id:
             executor_for(victim.cluster).stop(victim)
         if victim.requeue_on_preemption:

@@ -292,7 +292,15 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
     if reason:
         text = f"{text} {reason}"
     try:
-        lifecycle.transition(job, JobStatus.CANCELLED, text, actor=user)
+        with transaction.atomic():
+            before = job.status
+            lifecycle.transition(job, JobStatus.CANCELLED, text, actor=user)
+            if user.pk != job.owner_id:  # the owner cancelling their own job is not a governance action
+                from audit import log as audit
+                from audit.models import AuditAction
+
+                audit.record(AuditAction.JOB_CANCEL, job, actor=user, reason=text, before={"status": before},
+                             after={"status": job.status})
     except lifecycle.InvalidTransition as exc:
         raise ValidationError({"status": _("Job #%(id)d changed state meanwhile; reload and retry.") % {
             "id": job.pk}}) from exc
@@ -459,6 +467,11 @@ def set_node_admin_state(user, node: Node, state: str, reason: str = ""):
                                                           "state": AdminState(state).label.lower()}
         NodeEvent.objects.create(node=node, at=timezone.now(), kind=NodeEvent.Kind.ADMIN, from_state=before,
                                  to_state=state, reason=f"{text} {reason}".strip(), actor=user)
+        from audit import log as audit
+        from audit.models import AuditAction
+
+        audit.record(AuditAction.NODE_ADMIN, node, actor=user, reason=reason, before={"admin_state": before},
+                     after={"admin_state": state})
         request_scheduling_pass()
     return node
 

@@ -13,6 +13,7 @@ class UserAccess:
 
     platform_admin: bool = False
     manager: bool = False
+    auditor: bool = False
     roles_by_tenant: dict[int, frozenset[str]] = field(default_factory=dict)
 
     @property
@@ -36,6 +37,7 @@ def for_user(user) -> UserAccess:
         result = UserAccess(
             platform_admin=user.is_superuser or PlatformRole.Kind.PLATFORM_ADMIN in platform,
             manager=PlatformRole.Kind.MANAGER in platform,
+            auditor=PlatformRole.Kind.AUDITOR in platform,
             roles_by_tenant={k: frozenset(v) for k, v in roles.items()},
         )
     setattr(user, _CACHE_ATTR, result)
@@ -58,6 +60,18 @@ def member_tenant_ids(user) -> list[int]:
 
 def has_role(user, tenant_id: int, roles) -> bool:
     return bool(for_user(user).roles_by_tenant.get(tenant_id, frozenset()) & set(roles))
+
+
+def reads_whole_audit_log(user) -> bool:
+    """Platform admins and auditors read every audit record; tenant admins only their tenant's."""
+    user_access = for_user(user)
+    return user_access.platform_admin or user_access.auditor
+
+
+def admin_tenant_ids(user) -> list[int]:
+    from .models import Role
+
+    return [t for t, roles in for_user(user).roles_by_tenant.items() if Role.TENANT_ADMIN in roles]
 
 
 def can_submit(user, tenant_id: int) -> bool:

@@ -7,4 +7,4 @@ def roles(request):
     if user is None or not user.is_authenticated:
         return {}
     info = access.for_user(user)
-    return {"portal_access": info}
+    return {"portal_access": info, "portal_is_tenant_admin": bool(access.admin_tenant_ids(user))}

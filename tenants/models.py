@@ -130,6 +130,7 @@ class PlatformRole(TimeStampedModel):
     class Kind(models.TextChoices):
         PLATFORM_ADMIN = "platform_admin", _("Platform admin (all tenants, read-write)")
         MANAGER = "manager", _("Manager (all tenants, read-only)")
+        AUDITOR = "auditor", _("Auditor (reads the whole audit log)")
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="platform_roles")
     role = models.CharField(_("role"), max_length=20, choices=Kind.choices)

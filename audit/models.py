@@ -1,0 +1,88 @@
+"""The append-only, tamper-evident audit log of governance actions.
+
+Each record carries ``hash`` = SHA-256 over its own content and the previous record's hash, so editing or
+removing any record breaks the chain from there on (``manage.py verify_audit`` names the first bad one).
+On PostgreSQL a trigger refuses UPDATE and DELETE on the table; ``AuditChainHead`` remembers the last
+sequence number and hash, so removing the newest records is caught too.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from tenants import access
+from tenants.scoping import TenantScopedQuerySet
+
+
+class AuditAction(models.TextChoices):
+    QUOTA_CHANGE = "quota.change", _("Quota changed")
+    BURST_GRANT = "quota.burst", _("Burst above limit granted")
+    MEMBERSHIP_ADD = "membership.add", _("Membership added")
+    MEMBERSHIP_CHANGE = "membership.change", _("Membership changed")
+    MEMBERSHIP_REMOVE = "membership.remove", _("Membership removed")
+    PLATFORM_ROLE_ADD = "platform_role.add", _("Platform role granted")
+    PLATFORM_ROLE_REMOVE = "platform_role.remove", _("Platform role removed")
+    REQUEST_APPROVE = "request.approve", _("Request approved")
+    REQUEST_DENY = "request.deny", _("Request denied")
+    REQUEST_EXPIRE = "request.expire", _("Request expired")
+    RESERVATION_CREATE = "reservation.create", _("Reservation created")
+    RESERVATION_CHANGE = "reservation.change", _("Reservation changed")
+    RESERVATION_DELETE = "reservation.delete", _("Reservation removed")
+    JOB_PREEMPT = "job.preempt", _("Job preempted")
+    JOB_CANCEL = "job.cancel", _("Job cancelled by someone else")
+    JOB_RECLAIM = "job.reclaim", _("Idle job reclaimed")
+    JOB_PRIORITY = "job.priority", _("Job priority changed")
+    JOB_RUNTIME = "job.runtime", _("Job max runtime changed")
+    CLUSTER_CHANGE = "cluster.change", _("Cluster changed")
+    NODE_ADMIN = "node.admin", _("Node administration")
+    TOKEN_ISSUE = "token.issue", _("Agent token issued")
+    REPORT_REGENERATE = "report.regenerate", _("Frozen report regenerated")
+
+
+class AuditQuerySet(TenantScopedQuerySet):
+    def visible_to(self, user):
+        """Platform admins and auditors: all records; tenant admins: their tenants' records; others: none."""
+        if user is None or not user.is_authenticated:
+            return self.none()
+        if access.reads_whole_audit_log(user):
+            return self
+        return self.filter(tenant__in=access.admin_tenant_ids(user))
+
+
+class AuditRecord(models.Model):
+    seq = models.PositiveBigIntegerField(_("sequence"), unique=True)
+    at = models.DateTimeField(_("time"), db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                              related_name="+")
+    actor_name = models.CharField(_("actor"), max_length=150, help_text=_("Kept as text: users may be renamed."))
+    action = models.CharField(_("action"), max_length=40, choices=AuditAction.choices, db_index=True)
+    object_type = models.CharField(_("object type"), max_length=60)
+    object_id = models.CharField(_("object id"), max_length=64, blank=True)
+    object_repr = models.CharField(_("object"), max_length=300)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    before = models.JSONField(_("before"), null=True, blank=True)
+    after = models.JSONField(_("after"), null=True, blank=True)
+    reason = models.TextField(_("reason"), blank=True)
+    source_address = models.CharField(_("source address"), max_length=64, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-seq"]
+        verbose_name = _("audit record")
+        verbose_name_plural = _("audit records")
+
+    def __str__(self):
+        return f"#{self.seq} {self.at:%Y-%m-%d %H:%M:%S} {self.actor_name or '-'} {self.action} {self.object_repr}"
+
+
+class AuditChainHead(models.Model):
+    """One row: the newest record's sequence number and hash (deleting the newest records shows here)."""
+
+    last_seq = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64, blank=True)
+
+    def __str__(self):
+        return f"audit head #{self.last_seq}"

@@ -1,0 +1,50 @@
+"""The audit page and its CSV export (same filters as the API)."""
+
+import csv
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import StreamingHttpResponse
+from django.shortcuts import render
+
+from tenants import access
+
+from .filtersets import AuditFilterSet
+from .models import AuditRecord
+
+CSV_COLUMNS = ["seq", "at", "actor_name", "action", "object_type", "object_id", "object_repr", "tenant",
+               "before", "after", "reason", "source_address", "hash"]
+
+
+def readable_records(user):
+    if not (access.reads_whole_audit_log(user) or access.admin_tenant_ids(user)):
+        raise PermissionDenied
+    return AuditRecord.objects.visible_to(user).select_related("tenant")
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+def _csv(records):
+    writer = csv.writer(_Echo())
+    yield writer.writerow(CSV_COLUMNS)
+    for r in records.iterator(chunk_size=2000):
+        yield writer.writerow([r.seq, r.at.isoformat(), r.actor_name, r.action, r.object_type, r.object_id,
+                               r.object_repr, r.tenant.name if r.tenant else "", r.before, r.after, r.reason,
+                               r.source_address, r.hash])
+
+
+@login_required
+def audit_log(request):
+    filterset = AuditFilterSet(request.GET or None, queryset=readable_records(request.user))
+    if request.GET.get("format") == "csv":
+        response = StreamingHttpResponse(_csv(filterset.qs), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="gpuportal-audit.csv"'
+        return response
+    page = Paginator(filterset.qs, 100).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "audit/log.html", {"filter": filterset, "page": page, "query": query.urlencode()})

@@ -33,6 +33,9 @@ def beat_schedule() -> dict:
         "rollup-usage": {"task": "metering.tasks.rollup_recent",
                          "schedule": float(settings.METERING["ROLLUP_INTERVAL_SECONDS"])},
         "freeze-closed-months": {"task": "metering.tasks.freeze_last_month", "schedule": 6 * 3600},
+        "expire-requests": {"task": "governance.tasks.expire_requests", "schedule": 600},
+        "check-idle-jobs": {"task": "governance.tasks.check_idle_jobs",
+                            "schedule": float(settings.GOVERNANCE["IDLE_CHECK_INTERVAL_SECONDS"])},
         "prune-readings": {"task": "scheduling.tasks.prune_readings", "schedule": 6 * 3600},
         "sync-job-status": {
             "task": "scheduling.tasks.sync_job_status",

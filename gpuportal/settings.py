@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "scheduling",
     "metering",
     "audit",
+    "governance",
 ]
 
 MIDDLEWARE = [
@@ -177,6 +178,25 @@ AGENTS = {
 METERING = {
     "CURRENCY": os.environ.get("GPUPORTAL_CURRENCY", "USD"),
     "ROLLUP_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_ROLLUP_INTERVAL", 3600)),
+}
+# Mail: the console in the demo (notifications are printed); SMTP settings in production.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", 25))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gpuportal@localhost")
+PORTAL_URL = os.environ.get("GPUPORTAL_URL", "http://127.0.0.1:8000")
+
+# Governance: how long a request waits for a decision; idle reclamation defaults (IdlePolicy rows override).
+GOVERNANCE = {
+    "REQUEST_TTL_HOURS": float(os.environ.get("GPUPORTAL_REQUEST_TTL_HOURS", 72)),
+    "IDLE_THRESHOLD_PCT": int(os.environ.get("GPUPORTAL_IDLE_THRESHOLD_PCT", 5)),
+    "IDLE_MINUTES": int(os.environ.get("GPUPORTAL_IDLE_MINUTES", 60)),
+    "IDLE_GRACE_MINUTES": int(os.environ.get("GPUPORTAL_IDLE_GRACE_MINUTES", 30)),
+    "IDLE_EXEMPT_TASK_TYPES": [t.strip() for t in os.environ.get("GPUPORTAL_IDLE_EXEMPT", "inference").split(",")
+                               if t.strip()],
+    "IDLE_CHECK_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_IDLE_CHECK_INTERVAL", 300)),
+    # Older state changes (back-dated imports, the demo's history) are not announced.
+    "NOTIFY_MAX_AGE_SECONDS": 900,
 }
 # /metrics: with a token set, scrapers send "Authorization: Bearer <token>"; without one, only the listed
 # addresses may scrape.

@@ -15,6 +15,8 @@ urlpatterns = [
     path("api/", include("scheduling.api.urls")),
     path("api/", include("metering.api.urls")),
     path("api/", include("audit.api.urls")),
+    path("api/", include("governance.api.urls")),
+    path("", include("governance.urls")),
     path("audit/", include("audit.urls")),
     path("metrics", metrics, name="metrics"),
     path("reports/", include("metering.urls")),

@@ -43,6 +43,7 @@ def create_job(*, status: str, reason: str, actor=None, **fields) -> Job:
         job = Job.objects.create(status=status, **fields)
         JobEvent.objects.create(job=job, at=job.submitted_at, from_status="", to_status=status, reason=reason,
                                 actor=actor)
+        _announce([job], "", status, {job.pk: reason}, actor, job.submitted_at)
     return job
 
 
@@ -93,7 +94,17 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
         events = JobEvent.objects.bulk_create([
             JobEvent(job=job, at=at, from_status=from_status, to_status=to_status, reason=reasons[job.pk],
                      actor=actor, data=(data or {}).get(job.pk) or {}) for job in jobs], batch_size=2000)
+        _announce(jobs, from_status, to_status, reasons, actor, at)
     for job in jobs:
         for name, value in updates.items():
             setattr(job, name, value)
     return events
+
+
+def _announce(jobs, from_status, to_status, reasons, actor, at) -> None:
+    """Tell listeners (notifications, approvals) once the change is committed."""
+    from .signals import job_status_changed
+
+    transaction.on_commit(lambda: job_status_changed.send(
+        sender=Job, jobs=list(jobs), from_status=from_status, to_status=to_status, reasons=reasons, actor=actor,
+        at=at))

@@ -494,6 +494,8 @@ class JobEvent(models.Model):
         WAIT_REASON = "wait_reason", _("Wait reason")
         FAULT = "fault", _("Hardware fault")
         HOLD = "hold", _("Hold")
+        APPROVAL = "approval", _("Approval")
+        RECLAMATION = "reclamation", _("Idle reclamation")
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(_("time"), db_index=True)

@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 from audit import log as audit
 from audit.models import AuditAction
 from gpuportal.db import bulk_insert, bulk_set
-from tenants.models import DepartmentQuota, Quota, Tenant
+from tenants.models import DepartmentQuota, Quota, QuotaBurst, Tenant
 
 from . import engine, lifecycle
 from .engine.estimate import runtime_from_history
@@ -136,7 +136,12 @@ def load_snapshots(now=None):
             placements=tuple(engine.Placement(n, tuple(sorted(ix)), milli) for (n, milli), ix in
                              sorted(per_node.items()))))
     departments = {t.name: t.department.name for t in Tenant.objects.select_related("department") if t.department}
-    quotas = tuple(engine.QuotaSnapshot(q.tenant.name, q.gpu_model, q.guaranteed_gpus, q.limit_gpus,
+    bursts: dict[tuple[str, str], int] = defaultdict(int)
+    for tenant, model, extra in QuotaBurst.objects.filter(start__lte=now, end__gt=now).values_list(
+            "tenant__name", "gpu_model", "extra_gpus"):
+        bursts[(tenant, model)] += extra
+    quotas = tuple(engine.QuotaSnapshot(q.tenant.name, q.gpu_model, q.guaranteed_gpus,
+                                        q.limit_gpus + bursts.get((q.tenant.name, q.gpu_model), 0),
                                         departments.get(q.tenant.name, ""))
                    for q in Quota.objects.select_related("tenant"))
     department_quotas = tuple(engine.DepartmentQuota(d.department.name, d.gpu_model, d.limit_gpus)

@@ -7,4 +7,7 @@ def roles(request):
     if user is None or not user.is_authenticated:
         return {}
     info = access.for_user(user)
-    return {"portal_access": info, "portal_is_tenant_admin": bool(access.admin_tenant_ids(user))}
+    from governance.notifications import unread_count
+
+    return {"portal_access": info, "portal_is_tenant_admin": bool(access.admin_tenant_ids(user)),
+            "portal_unread": unread_count(user)}

@@ -144,6 +144,30 @@ class PlatformRole(TimeStampedModel):
         return f"{self.user} — {self.get_role_display()}"
 
 
+class QuotaBurst(TimeStampedModel):
+    """``extra_gpus`` above a tenant's limit for one GPU model from ``start`` to ``end`` (an approved burst
+    request); the scheduler adds it to the limit while it lasts."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="bursts")
+    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    extra_gpus = models.PositiveIntegerField(_("extra GPUs"))
+    start = models.DateTimeField(_("start"))
+    end = models.DateTimeField(_("end"))
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["start"]
+        constraints = [models.CheckConstraint(condition=Q(end__gt=F("start")), name="burst_ends_after_start")]
+        verbose_name = _("quota burst")
+        verbose_name_plural = _("quota bursts")
+
+    def __str__(self):
+        return f"{self.tenant}: +{self.extra_gpus} {self.gpu_model} until {self.end:%Y-%m-%d %H:%M}"
+
+
 class Quota(TimeStampedModel):
     """GPUs of one model a tenant may hold at once.
 

@@ -1,0 +1,9 @@
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from .views import NotificationList, PriorityRequestViewSet
+
+router = DefaultRouter()
+router.register("priority-requests", PriorityRequestViewSet, basename="priority-request")
+
+urlpatterns = [path("notifications/", NotificationList.as_view(), name="notifications"), *router.urls]

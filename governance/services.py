@@ -1,0 +1,372 @@
+"""Requests and decisions: one place for the rules, called by the pages, the API and the tasks.
+
+Who decides (``scope``): the tenant's approvers decide requests that stay inside the tenant (a higher
+priority that preempts nobody else, a longer runtime, the approval of a job); a platform approver (a
+platform admin) decides those that affect other tenants: bursts above the limit, reservations, quota
+changes, and any priority change the engine says would preempt another tenant's job. Nobody decides their
+own request, whatever roles they hold.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
+
+from audit import log as audit
+from audit.models import AuditAction
+from scheduling import lifecycle
+from scheduling.models import GPU, Job, JobEvent, JobStatus, Reservation, TaskType
+from scheduling.services import request_scheduling_pass
+from tenants import access
+from tenants.models import Quota, QuotaBurst, Role, Tenant
+
+from . import impact as what_if
+from .models import ApproverScope, NotificationKind, PriorityRequest, RequestKind, RequestState
+from .notifications import notify, platform_approvers, tenant_approvers
+
+K = RequestKind
+#: Longest max runtime a runtime extension may ask for (30 days), and the longest burst or reservation.
+MAX_EXTENDED_RUNTIME_MINUTES = 30 * 24 * 60
+MAX_WINDOW = timedelta(days=90)
+MIN_JUSTIFICATION = 10
+PLATFORM_KINDS = (K.BURST, K.RESERVATION, K.QUOTA)
+
+
+def requests_for(user):
+    return PriorityRequest.objects.visible_to(user).select_related(
+        "tenant", "requester", "decided_by", "job", "task_type")
+
+
+# --- submitting --------------------------------------------------------------------------------------------
+
+
+def _int(data, name, errors, minimum, maximum, label):
+    raw = data.get(name)
+    try:
+        value = int(str(raw).strip())
+    except (TypeError, ValueError):
+        errors[name] = _("%(label)s: give a whole number from %(min)d to %(max)d.") % {
+            "label": label, "min": minimum, "max": maximum}
+        return None
+    if not minimum <= value <= maximum:
+        errors[name] = _("%(label)s must be from %(min)d to %(max)d, not %(v)d.") % {
+            "label": label, "min": minimum, "max": maximum, "v": value}
+        return None
+    return value
+
+
+def _time(data, name, errors, label):
+    raw = data.get(name)
+    value = parse_datetime(str(raw)) if raw not in (None, "") else None
+    if value is None:
+        errors[name] = _("%(label)s: give a date and time such as 2026-12-01T09:00.") % {"label": label}
+        return None
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value)
+    return value
+
+
+def _job(user, data, errors):
+    raw = data.get("job")
+    try:
+        job = Job.objects.visible_to(user).select_related("task_type", "tenant").get(pk=int(str(raw)))
+    except (TypeError, ValueError, Job.DoesNotExist):
+        errors["job"] = _("Give the id of one of your tenants' jobs.")
+        return None
+    if job.is_terminal:
+        errors["job"] = _("Job #%(id)d has already ended.") % {"id": job.pk}
+        return None
+    if not access.can_manage_job(user, job.tenant_id, job.owner_id):
+        errors["job"] = _("Only the job's owner or a tenant admin may ask for it.")
+        return None
+    return job
+
+
+def _tenant(user, data, errors, roles):
+    name = str(data.get("tenant", "")).strip()
+    tenant = Tenant.objects.visible_to(user).filter(name=name).first() if name else None
+    if tenant is None:
+        mine = [t for t in Tenant.objects.visible_to(user) if access.has_role(user, t.pk, roles)]
+        if not name and len(mine) == 1:
+            return mine[0]
+        errors["tenant"] = _("Give one of your tenants.")
+        return None
+    if not access.has_role(user, tenant.pk, roles) and not access.for_user(user).platform_admin:
+        errors["tenant"] = _("You may not ask for tenant %(t)s.") % {"t": tenant.name}
+        return None
+    return tenant
+
+
+def _gpu_model(data, errors):
+    model = str(data.get("gpu_model", "")).strip()
+    known = sorted(set(GPU.objects.values_list("model", flat=True)))
+    if model not in known:
+        errors["gpu_model"] = _("Unknown GPU model %(m)r; known: %(k)s.") % {"m": model, "k": ", ".join(known) or "-"}
+        return None, 0
+    return model, GPU.objects.filter(model=model).count()
+
+
+def _window(data, errors, now):
+    start, end = _time(data, "start", errors, _("Start")), _time(data, "end", errors, _("End"))
+    if start and end:
+        if end <= start:
+            errors["end"] = _("End must be after the start.")
+        elif end <= now:
+            errors["end"] = _("End must be in the future.")
+        elif end - start > MAX_WINDOW:
+            errors["end"] = _("A window may last at most %(d)d days.") % {"d": MAX_WINDOW.days}
+    return start, end
+
+
+def validate_request(user, data) -> tuple[dict, dict]:
+    """The fields of a new request from ``data`` (form or JSON), or errors keyed by field."""
+    errors: dict[str, str] = {}
+    now = timezone.now()
+    kind = str(data.get("kind", "")).strip()
+    if kind not in K.values or kind == K.ADMISSION:
+        errors["kind"] = _("kind must be one of priority, burst, reservation, runtime_extension, quota.")
+        return {}, errors
+    justification = str(data.get("justification", "")).strip()
+    if len(justification) < MIN_JUSTIFICATION:
+        errors["justification"] = _("Say why, in at least %(n)d characters: approvers decide from it.") % {
+            "n": MIN_JUSTIFICATION}
+    fields = {"kind": kind, "justification": justification[:5000]}
+    if kind in (K.PRIORITY, K.RUNTIME_EXTENSION):
+        job = _job(user, data, errors)
+        fields.update(job=job, tenant=job.tenant if job else None)
+        if kind == K.PRIORITY:
+            wanted = TaskType.objects.filter(code=str(data.get("task_type", "")).strip()).first()
+            if wanted is None:
+                errors["task_type"] = _("Give the wanted task type (one of %(c)s).") % {
+                    "c": ", ".join(TaskType.objects.values_list("code", flat=True))}
+            elif job and wanted.priority <= job.priority:
+                errors["task_type"] = _("%(t)s (priority %(p)d) is not above the job's priority %(q)d.") % {
+                    "t": wanted.code, "p": wanted.priority, "q": job.priority}
+            fields["task_type"] = wanted
+        else:
+            minimum = (job.max_runtime_minutes + 1) if job else 1
+            fields["max_runtime_minutes"] = _int(data, "max_runtime_minutes", errors, minimum,
+                                                 MAX_EXTENDED_RUNTIME_MINUTES, _("Max runtime (minutes)"))
+    elif kind in (K.BURST, K.RESERVATION):
+        fields["tenant"] = _tenant(user, data, errors, {Role.RESEARCHER, Role.APPROVER, Role.TENANT_ADMIN})
+        model, total = _gpu_model(data, errors)
+        fields["gpu_model"] = model or ""
+        fields["gpus"] = _int(data, "gpus", errors, 1, max(total, 1), _("GPUs")) if model else None
+        fields["start"], fields["end"] = _window(data, errors, now)
+    else:  # quota: tenant admins ask the platform
+        fields["tenant"] = _tenant(user, data, errors, {Role.TENANT_ADMIN})
+        model, total = _gpu_model(data, errors)
+        fields["gpu_model"] = model or ""
+        guaranteed = _int(data, "guaranteed", errors, 0, 100000, _("Guaranteed GPUs"))
+        limit = _int(data, "limit", errors, 0, 100000, _("Limit GPUs"))
+        if guaranteed is not None and limit is not None and limit < guaranteed:
+            errors["limit"] = _("The limit (%(l)d) must be at least the guaranteed GPUs (%(g)d).") % {
+                "l": limit, "g": guaranteed}
+        fields.update(guaranteed=guaranteed, limit=limit)
+    return fields, errors
+
+
+def impact_of(request: PriorityRequest) -> dict:
+    """The engine's what-if for the request, if approved now."""
+    tenant = request.tenant.name
+    if request.kind == K.PRIORITY and request.job_id:
+        change = what_if.with_priority(request.job_id, request.task_type.priority, request.task_type.preemptible)
+    elif request.kind == K.RUNTIME_EXTENSION and request.job_id:
+        change = what_if.with_runtime(request.job_id, request.max_runtime_minutes * 60.0)
+    elif request.kind == K.BURST:
+        quota = Quota.objects.filter(tenant=request.tenant, gpu_model=request.gpu_model).first()
+        change = what_if.with_limit(tenant, request.gpu_model, extra=request.gpus,
+                                    guaranteed=None if quota else 0, limit=None if quota else 0)
+    elif request.kind == K.RESERVATION:
+        change = what_if.with_reservation(tenant, request.gpu_model, request.gpus, request.start.timestamp(),
+                                          request.end.timestamp())
+    elif request.kind == K.QUOTA:
+        change = what_if.with_limit(tenant, request.gpu_model, guaranteed=request.guaranteed, limit=request.limit)
+    else:
+        return {}
+    return what_if.what_if(change, tenant)
+
+
+def _scope(kind: str, impact: dict) -> str:
+    if kind in PLATFORM_KINDS or impact.get("other_tenants_preempted"):
+        return ApproverScope.PLATFORM
+    return ApproverScope.TENANT
+
+
+def submit_request(user, data) -> PriorityRequest:
+    fields, errors = validate_request(user, data)
+    if errors:
+        raise ValidationError(errors)
+    request = PriorityRequest(requester=user, expires_at=timezone.now() + timedelta(
+        hours=settings.GOVERNANCE["REQUEST_TTL_HOURS"]), **fields)
+    request.impact = impact_of(request)
+    request.scope = _scope(request.kind, request.impact)
+    request.save()
+    _announce_submitted(request)
+    return request
+
+
+def request_admission(job: Job) -> PriorityRequest:
+    """A job whose task type needs approval waits in ``pending`` with this request for the tenant's approvers."""
+    request = PriorityRequest.objects.create(
+        kind=K.ADMISSION, scope=ApproverScope.TENANT, tenant=job.tenant, requester=job.owner, job=job,
+        task_type=job.task_type, justification=_("Task type %(t)s needs approval before the job may queue.") % {
+            "t": job.task_type.name}, expires_at=timezone.now() + timedelta(
+            hours=settings.GOVERNANCE["REQUEST_TTL_HOURS"]))
+    _announce_submitted(request)
+    return request
+
+
+def _announce_submitted(request: PriorityRequest) -> None:
+    approvers = tenant_approvers(request.tenant_id) if request.scope == ApproverScope.TENANT else platform_approvers()
+    notify([u for u in approvers if u.pk != request.requester_id], NotificationKind.REQUEST_SUBMITTED,
+           _("%(user)s asks: %(kind)s (%(tenant)s)") % {"user": request.requester.get_username(),
+                                                     "kind": request.get_kind_display(), "tenant": request.tenant.name},
+           request.justification, f"/requests/{request.pk}/")
+
+
+# --- deciding ----------------------------------------------------------------------------------------------
+
+
+def decision_refusal(user, request: PriorityRequest) -> str:
+    """Why ``user`` may not decide ``request`` ("" when they may)."""
+    if request.state != RequestState.PENDING:
+        return _("This request is already %(s)s.") % {"s": request.get_state_display().lower()}
+    if user.pk == request.requester_id:
+        return _("Nobody decides their own request, whatever roles they hold.")
+    if access.for_user(user).platform_admin:
+        return ""
+    if request.scope == ApproverScope.PLATFORM:
+        return _("This request affects other tenants: a platform approver decides it.")
+    if not access.has_role(user, request.tenant_id, {Role.APPROVER}):
+        return _("Only an approver of tenant %(t)s decides this request.") % {"t": request.tenant.name}
+    return ""
+
+
+def decide(user, request: PriorityRequest, approve: bool, comment: str = "") -> PriorityRequest:
+    """Approve (and carry out) or deny a pending request, with a comment the requester will read."""
+    now = timezone.now()
+    if request.is_pending and request.expires_at <= now:
+        expire(request, now)
+    comment = (comment or "").strip()[:2000]
+    with transaction.atomic():
+        request = PriorityRequest.objects.select_for_update(of=("self",)).select_related(
+            "tenant", "requester", "job", "task_type").get(pk=request.pk)
+        refusal = decision_refusal(user, request)
+        if refusal:
+            raise PermissionDenied(refusal)
+        if approve and request.kind == K.PRIORITY:  # the queue may have moved since it was asked
+            request.impact = impact_of(request)
+            if _scope(request.kind, request.impact) == ApproverScope.PLATFORM:
+                request.scope = ApproverScope.PLATFORM
+                request.save(update_fields=["impact", "scope", "last_updated"])
+                if not access.for_user(user).platform_admin:
+                    others = ", ".join(request.impact["other_tenants_preempted"])
+                    raise PermissionDenied(_("Approving it now would preempt jobs of %(t)s: a platform approver "
+                                             "decides it.") % {"t": others})
+        effect = _carry_out(user, request, comment) if approve else _refuse(user, request, comment)
+        request.state = RequestState.APPROVED if approve else RequestState.DENIED
+        request.decided_by, request.decided_at, request.comment = user, now, comment
+        request.save(update_fields=["state", "decided_by", "decided_at", "comment", "impact", "scope",
+                                    "last_updated"])
+        audit.record(AuditAction.REQUEST_APPROVE if approve else AuditAction.REQUEST_DENY, request, actor=user,
+                     reason=comment or request.justification, before={"state": RequestState.PENDING},
+                     after={"state": request.state, "kind": request.kind, **effect})
+    notify([request.requester], NotificationKind.REQUEST_DECIDED,
+           _("Your request #%(id)d was %(state)s by %(user)s") % {
+               "id": request.pk, "state": request.get_state_display().lower(), "user": user.get_username()},
+           comment, f"/requests/{request.pk}/")
+    request_scheduling_pass()
+    return request
+
+
+def _job_event(job: Job, reason: str, actor, data: dict) -> None:
+    JobEvent.objects.create(job=job, at=timezone.now(), kind=JobEvent.Kind.APPROVAL, from_status=job.status,
+                            to_status=job.status, reason=reason, actor=actor, data=data)
+
+
+def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
+    """Make the approved change; returns what changed, for the audit record."""
+    who = user.get_username()
+    if request.kind == K.ADMISSION:
+        job = request.job
+        if job.status == JobStatus.PENDING:
+            lifecycle.transition(job, JobStatus.QUEUED, _("Approved by %(u)s. %(c)s") % {"u": who, "c": comment},
+                                 actor=user)
+        return {"job": job.pk, "status": job.status}
+    if request.kind == K.PRIORITY:
+        job = Job.objects.get(pk=request.job_id)
+        before = {"task_type": job.task_type.code, "priority": job.priority}
+        Job.objects.filter(pk=job.pk).update(task_type=request.task_type, priority=request.task_type.priority)
+        _job_event(job, _("Priority raised to %(t)s (%(p)d) by %(u)s's approval of request #%(r)d.") % {
+            "t": request.task_type.name, "p": request.task_type.priority, "u": who, "r": request.pk}, user,
+            {"request": request.pk, "before": before})
+        return {"job": job.pk, "before": before, "task_type": request.task_type.code,
+                "priority": request.task_type.priority}
+    if request.kind == K.RUNTIME_EXTENSION:
+        job = Job.objects.get(pk=request.job_id)
+        before = job.max_runtime_minutes
+        Job.objects.filter(pk=job.pk).update(max_runtime_minutes=request.max_runtime_minutes)
+        _job_event(job, _("Max runtime extended from %(a)d to %(b)d minutes by %(u)s (request #%(r)d).") % {
+            "a": before, "b": request.max_runtime_minutes, "u": who, "r": request.pk}, user, {"request": request.pk})
+        return {"job": job.pk, "max_runtime_minutes_before": before,
+                "max_runtime_minutes": request.max_runtime_minutes}
+    if request.kind == K.BURST:
+        burst = QuotaBurst.objects.create(tenant=request.tenant, gpu_model=request.gpu_model, extra_gpus=request.gpus,
+                                          start=request.start, end=request.end, granted_by=user)
+        return {"burst": burst.pk, "gpu_model": request.gpu_model, "extra_gpus": request.gpus,
+                "start": request.start.isoformat(), "end": request.end.isoformat()}
+    if request.kind == K.RESERVATION:
+        reservation = Reservation.objects.create(tenant=request.tenant, gpu_model=request.gpu_model,
+                                                 gpus=request.gpus, start=request.start, end=request.end,
+                                                 created_by=user)
+        return {"reservation": reservation.pk}
+    quota, _created = Quota.objects.update_or_create(tenant=request.tenant, gpu_model=request.gpu_model, defaults={
+        "guaranteed_gpus": request.guaranteed, "limit_gpus": request.limit})
+    return {"quota": quota.pk, "guaranteed": request.guaranteed, "limit": request.limit}
+
+
+def _refuse(user, request: PriorityRequest, comment: str) -> dict:
+    if request.kind == K.ADMISSION and request.job.status == JobStatus.PENDING:
+        lifecycle.transition(request.job, JobStatus.CANCELLED, _("Not approved by %(u)s. %(c)s") % {
+            "u": user.get_username(), "c": comment}, actor=user)
+        return {"job": request.job_id, "status": JobStatus.CANCELLED}
+    return {}
+
+
+def expire(request: PriorityRequest, now=None) -> bool:
+    """Mark an undecided request expired (a job awaiting approval is cancelled with it)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        if not PriorityRequest.objects.filter(pk=request.pk, state=RequestState.PENDING).update(
+                state=RequestState.EXPIRED, decided_at=now, last_updated=now):
+            return False
+        request.state = RequestState.EXPIRED
+        if request.kind == K.ADMISSION and request.job and request.job.status == JobStatus.PENDING:
+            lifecycle.transition(request.job, JobStatus.CANCELLED,
+                                 _("Nobody approved it within %(h)g hours; the request expired.") % {
+                                     "h": settings.GOVERNANCE["REQUEST_TTL_HOURS"]})
+        audit.record(AuditAction.REQUEST_EXPIRE, request, actor=None, before={"state": RequestState.PENDING},
+                     after={"state": RequestState.EXPIRED}, reason=_("Undecided until %(t)s.") % {
+                         "t": request.expires_at.isoformat(timespec="minutes")})
+    notify([request.requester], NotificationKind.REQUEST_DECIDED,
+           _("Your request #%(id)d expired undecided") % {"id": request.pk}, "", f"/requests/{request.pk}/")
+    return True
+
+
+def expire_due(now=None) -> int:
+    now = now or timezone.now()
+    due = PriorityRequest.objects.filter(state=RequestState.PENDING, expires_at__lte=now).select_related(
+        "job", "requester", "tenant")
+    return sum(1 for request in due if expire(request, now))
+
+
+def pending_for(user):
+    """Pending requests ``user`` may decide."""
+    return [r for r in requests_for(user).filter(state=RequestState.PENDING) if not decision_refusal(user, r)]

@@ -1,0 +1,116 @@
+"""Requests, decisions, the reservations calendar and notifications. Thin: rules live in ``services``."""
+
+from datetime import datetime, time, timedelta
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from scheduling.models import GPU, Reservation
+from scheduling.services import quota_usage
+
+from . import services
+from .forms import PreferencesForm, RequestForm
+from .models import Notification, NotificationPreference, RequestState
+from .notifications import preferences
+
+
+@login_required
+def request_list(request):
+    state = request.GET.get("state", "")
+    requests = services.requests_for(request.user)
+    if state in RequestState.values:
+        requests = requests.filter(state=state)
+    return render(request, "governance/request_list.html", {
+        "to_decide": services.pending_for(request.user), "requests": requests[:200], "state": state,
+        "states": RequestState.choices})
+
+
+@login_required
+def request_new(request):
+    form = RequestForm(request.POST or None, user=request.user, initial={
+        k: request.GET[k] for k in ("kind", "job", "tenant", "gpu_model") if k in request.GET})
+    if request.method == "POST":
+        created = form.submit()
+        if created is not None:
+            messages.success(request, _("Request #%(id)d sent to %(who)s.") % {
+                "id": created.pk, "who": created.get_scope_display().lower()})
+            return redirect("governance:request-detail", pk=created.pk)
+    return render(request, "governance/request_form.html", {"form": form})
+
+
+@login_required
+def request_detail(request, pk):
+    item = get_object_or_404(services.requests_for(request.user), pk=pk)
+    refusal = services.decision_refusal(request.user, item)
+    impact = item.impact
+    if item.is_pending and not refusal:
+        impact = services.impact_of(item) or impact  # the approver sees the queue as it is now
+    usage = [row for row in quota_usage(request.user) if row.tenant == item.tenant.name
+             and (not item.gpu_model or row.gpu_model == item.gpu_model)]
+    return render(request, "governance/request_detail.html", {
+        "item": item, "impact": impact, "refusal": refusal, "usage": usage})
+
+
+@login_required
+@require_POST
+def request_decide(request, pk):
+    item = get_object_or_404(services.requests_for(request.user), pk=pk)
+    approve = request.POST.get("decision") == "approve"
+    try:
+        services.decide(request.user, item, approve, request.POST.get("comment", ""))
+        messages.success(request, _("Request #%(id)d %(what)s.") % {
+            "id": item.pk, "what": _("approved") if approve else _("denied")})
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+    return redirect("governance:request-detail", pk=item.pk)
+
+
+def _midnight(day):
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+@login_required
+def reservations_calendar(request):
+    """Four weeks of reservations of one GPU model, a week per row, each day listing who holds what."""
+    models = sorted(set(GPU.objects.values_list("model", flat=True)))
+    model = request.GET.get("model") or (models[0] if models else "")
+    today = timezone.localdate()
+    first = today - timedelta(days=today.weekday())
+    last = first + timedelta(days=28)
+    reservations = list(Reservation.objects.visible_to(request.user).filter(
+        gpu_model=model, end__gt=_midnight(first), start__lt=_midnight(last)).select_related("tenant"))
+    weeks = []
+    for week in range(4):
+        days = []
+        for offset in range(7):
+            day = first + timedelta(days=week * 7 + offset)
+            holding = [r for r in reservations
+                       if timezone.localtime(r.start).date() <= day <= timezone.localtime(r.end).date()]
+            days.append({"day": day, "today": day == today, "reservations": holding,
+                         "gpus": sum(r.gpus for r in holding)})
+        weeks.append(days)
+    return render(request, "governance/calendar.html", {
+        "models": models, "model": model, "weeks": weeks, "capacity": GPU.objects.filter(model=model).count(),
+        "reservations": reservations})
+
+
+@login_required
+def notifications(request):
+    choices = preferences(request.user)
+    form = PreferencesForm(request.POST or None, initial_choices=choices)
+    if request.method == "POST" and request.POST.get("action") == "read":
+        Notification.objects.filter(user=request.user, read_at__isnull=True).update(read_at=timezone.now())
+        return redirect("governance:notifications")
+    if request.method == "POST" and form.is_valid():
+        for kind in choices:
+            NotificationPreference.objects.update_or_create(user=request.user, kind=kind, defaults={
+                "in_app": form.cleaned_data[f"{kind}__app"], "email": form.cleaned_data[f"{kind}__email"]})
+        messages.success(request, _("Your notification choices are saved."))
+        return redirect("governance:notifications")
+    return render(request, "governance/notifications.html", {
+        "items": Notification.objects.filter(user=request.user)[:100], "form": form})

@@ -2,7 +2,7 @@
 warned, and stopped after a grace period unless it gets busy again, with the readings as evidence.
 
 A job counts as idle only with evidence: every one of its GPUs has readings covering the whole window
-(the first at most two poll intervals after the window opens) and none of them reached the threshold.
+(the first at most two poll intervals, or a tenth of the window, after it opens) and none of them reached the threshold.
 A job without readings (no agent, simulated cluster) is never reclaimed.
 """
 
@@ -66,7 +66,8 @@ def idle_evidence(job: Job, rule: Rule, now) -> dict | None:
     rows = {r["gpu_id"]: r for r in GpuReading.objects.filter(gpu_id__in=gpu_ids, at__gte=window_start, at__lte=now)
             .values("gpu_id").annotate(peak=Max("utilization_pct"), mean=Avg("utilization_pct"), n=Count("id"),
                                        first=Min("at"))}
-    slack = timedelta(seconds=2 * settings.SCHEDULER["POLL_INTERVAL_SECONDS"])
+    # the first reading must come soon after the window opens: two polls, or a tenth of the window
+    slack = timedelta(seconds=max(2 * settings.SCHEDULER["POLL_INTERVAL_SECONDS"], rule.idle_minutes * 6))
     for gpu_id in gpu_ids:
         row = rows.get(gpu_id)
         if row is None or row["first"] > window_start + slack or row["peak"] is None:

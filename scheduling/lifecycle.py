@@ -94,10 +94,10 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
         events = JobEvent.objects.bulk_create([
             JobEvent(job=job, at=at, from_status=from_status, to_status=to_status, reason=reasons[job.pk],
                      actor=actor, data=(data or {}).get(job.pk) or {}) for job in jobs], batch_size=2000)
+        for job in jobs:
+            for name, value in updates.items():
+                setattr(job, name, value)
         _announce(jobs, from_status, to_status, reasons, actor, at)
-    for job in jobs:
-        for name, value in updates.items():
-            setattr(job, name, value)
     return events
 
 

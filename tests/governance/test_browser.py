@@ -1,0 +1,56 @@
+"""In Debian's Chromium: alice asks for a longer runtime, carol approves it, alice sees the decision."""
+
+import pytest
+
+from governance.models import PriorityRequest
+from scheduling import services
+from tests.conftest import job_payload
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def login(page, url, username):
+    page.goto(f"{url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "demo")
+    page.click("main button[type=submit]")
+    page.wait_for_url(f"{url}/")
+
+
+def test_carol_approves_alices_request_and_alice_sees_it(page, live_server, users):
+    job = services.submit_job(users["alice"], job_payload(gpus_per_node=2, name="long-run"))
+    url = live_server.url
+    login(page, url, "alice")
+    page.goto(f"{url}/requests/new/")
+    page.select_option("#id_kind", "runtime_extension")
+    page.fill("#id_job", str(job.pk))
+    page.fill("#id_max_runtime_minutes", "900")
+    page.fill("#id_justification", "short")
+    page.click("main button[type=submit]")
+    assert "at least 10 characters" in page.locator("#error-justification").inner_text()
+    assert page.input_value("#id_max_runtime_minutes") == "900"  # what was typed is kept
+    page.fill("#id_justification", "The sweep needs fifteen hours on two GPUs.")
+    page.click("main button[type=submit]")
+    page.wait_for_selector("#request-state")
+    assert page.locator("#request-state").inner_text() == "Pending"
+    assert "Nobody decides their own request" in page.locator("#no-decision").inner_text()
+    request = PriorityRequest.objects.get()
+    page.click("header button.link")  # log out
+
+    login(page, url, "carol")
+    page.goto(f"{url}/requests/")
+    page.click(f'tr[data-request="{request.pk}"] a')
+    page.wait_for_selector("#approve")
+    page.fill("#id_comment", "Approved for this sweep only.")
+    page.click("#approve")
+    page.wait_for_selector("#decision")
+    page.click("header button.link")
+
+    login(page, url, "alice")
+    assert page.locator("#notifications-link .bell").inner_text() == "1"
+    page.click("#notifications-link")
+    page.click(f'.notifications a[href="/requests/{request.pk}/"]')
+    page.wait_for_selector("#decision")
+    assert page.locator("#request-state").inner_text() == "Approved"
+    decision = page.locator("#decision").inner_text()
+    assert "carol" in decision and "Approved for this sweep only." in decision

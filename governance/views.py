@@ -82,7 +82,9 @@ def reservations_calendar(request):
     today = timezone.localdate()
     first = today - timedelta(days=today.weekday())
     last = first + timedelta(days=28)
-    reservations = list(Reservation.objects.visible_to(request.user).filter(
+    # Every tenant's reservations: they are capacity everyone plans around (the queue already says
+    # "reserved for tenant X"), not job data, so they are not scoped to the reader's tenants.
+    reservations = list(Reservation.objects.filter(
         gpu_model=model, end__gt=_midnight(first), start__lt=_midnight(last)).select_related("tenant"))
     weeks = []
     for week in range(4):

@@ -275,4 +275,7 @@ def seed_demo(history: bool = True) -> dict:
             world["history"] = seed_history(world["users"], start)
             world["metering"] = seed_metering(start)
         world["live"] = seed_live_jobs(world["users"])
+        from governance.demo import seed_governance
+
+        world["governance"] = seed_governance(world["users"])
     return world

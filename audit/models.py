@@ -16,7 +16,6 @@ from tenants.scoping import TenantScopedQuerySet
 
 class AuditAction(models.TextChoices):
     QUOTA_CHANGE = "quota.change", _("Quota changed")
-    BURST_GRANT = "quota.burst", _("Burst above limit granted")
     MEMBERSHIP_ADD = "membership.add", _("Membership added")
     MEMBERSHIP_CHANGE = "membership.change", _("Membership changed")
     MEMBERSHIP_REMOVE = "membership.remove", _("Membership removed")
@@ -31,8 +30,6 @@ class AuditAction(models.TextChoices):
     JOB_PREEMPT = "job.preempt", _("Job preempted")
     JOB_CANCEL = "job.cancel", _("Job cancelled by someone else")
     JOB_RECLAIM = "job.reclaim", _("Idle job reclaimed")
-    JOB_PRIORITY = "job.priority", _("Job priority changed")
-    JOB_RUNTIME = "job.runtime", _("Job max runtime changed")
     CLUSTER_CHANGE = "cluster.change", _("Cluster changed")
     NODE_ADMIN = "node.admin", _("Node administration")
     TOKEN_ISSUE = "token.issue", _("Agent token issued")

@@ -36,6 +36,9 @@ def beat_schedule() -> dict:
         "expire-requests": {"task": "governance.tasks.expire_requests", "schedule": 600},
         "check-idle-jobs": {"task": "governance.tasks.check_idle_jobs",
                             "schedule": float(settings.GOVERNANCE["IDLE_CHECK_INTERVAL_SECONDS"])},
+        "watch-kubernetes": {"task": "scheduling.tasks.watch_kubernetes",
+                             "schedule": float(settings.KUBERNETES["WATCH_SECONDS"]) + 2},
+        "resync-kubernetes": {"task": "scheduling.tasks.resync_kubernetes", "schedule": 60},
         "prune-readings": {"task": "scheduling.tasks.prune_readings", "schedule": 6 * 3600},
         "sync-job-status": {
             "task": "scheduling.tasks.sync_job_status",

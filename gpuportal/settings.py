@@ -179,12 +179,24 @@ METERING = {
     "CURRENCY": os.environ.get("GPUPORTAL_CURRENCY", "USD"),
     "ROLLUP_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_ROLLUP_INTERVAL", 3600)),
 }
+# Kubernetes dispatch: retries of API calls (5xx, 429, timeouts) with exponential backoff, connections per
+# cluster, how long one watch stream lasts before the next beat tick starts another.
+KUBERNETES = {
+    "RETRIES": int(os.environ.get("GPUPORTAL_K8S_RETRIES", 4)),
+    "BACKOFF_SECONDS": float(os.environ.get("GPUPORTAL_K8S_BACKOFF", 0.2)),
+    "REQUEST_TIMEOUT_SECONDS": float(os.environ.get("GPUPORTAL_K8S_TIMEOUT", 10)),
+    "CONNECTIONS": int(os.environ.get("GPUPORTAL_K8S_CONNECTIONS", 32)),
+    "WATCH_SECONDS": float(os.environ.get("GPUPORTAL_K8S_WATCH_SECONDS", 55)),
+    "LOG_TAIL_LINES": 50,
+}
+# The portal's address as the pods see it (progress reports); also used in notification mails.
+PORTAL_URL = os.environ.get("GPUPORTAL_URL", "http://127.0.0.1:8000")
+
 # Mail: the console in the demo (notifications are printed); SMTP settings in production.
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", 25))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gpuportal@localhost")
-PORTAL_URL = os.environ.get("GPUPORTAL_URL", "http://127.0.0.1:8000")
 
 # Governance: how long a request waits for a decision; idle reclamation defaults (IdlePolicy rows override).
 GOVERNANCE = {

@@ -19,9 +19,10 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     "": frozenset({S.PENDING, S.QUEUED}),
     S.PENDING: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.ADMITTED, S.CANCELLED}),
-    S.ADMITTED: frozenset({S.DISPATCHING, S.FAILED, S.CANCELLED, S.PREEMPTED}),
-    S.DISPATCHING: frozenset({S.RUNNING, S.FAILED, S.CANCELLED, S.PREEMPTED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTED}),
+    # -> queued: an attempt failed for an infrastructure reason and the job is retried (see executors)
+    S.ADMITTED: frozenset({S.DISPATCHING, S.FAILED, S.CANCELLED, S.PREEMPTED, S.QUEUED}),
+    S.DISPATCHING: frozenset({S.RUNNING, S.FAILED, S.CANCELLED, S.PREEMPTED, S.QUEUED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTED, S.QUEUED}),
     S.PREEMPTED: frozenset({S.QUEUED, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),

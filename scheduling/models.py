@@ -44,6 +44,22 @@ class Cluster(TimeStampedModel):
                                           ("first_fit", _("First fit"))])
     backfill = models.BooleanField(_("backfill"), default=True)
     preemption = models.BooleanField(_("preemption"), default=True)
+    # How to reach a Kubernetes cluster (never shown on a page or in the API: the kubeconfig holds secrets).
+    kubeconfig_path = models.CharField(_("kubeconfig path"), max_length=500, blank=True,
+                                       help_text=_("Empty with 'in cluster' unset: the default kubeconfig."))
+    kube_context = models.CharField(_("kubeconfig context"), max_length=200, blank=True)
+    in_cluster = models.BooleanField(_("in-cluster service account"), default=False)
+    namespace_prefix = models.CharField(_("namespace prefix"), max_length=20, default="gp-",
+                                        help_text=_("One namespace per tenant: prefix + tenant name."))
+    gpu_share_resources = models.JSONField(
+        _("GPU share resources"), default=dict, blank=True,
+        help_text=_('Extended resources for a share of a GPU, e.g. {"nvidia.com/gpu": 1, '
+                    '"nvidia.com/gpumem-percentage": "{percent}", "nvidia.com/gpucores": "{percent}"} (HAMi).'))
+    tenant_storage_gib = models.PositiveIntegerField(_("storage claim per tenant (GiB)"), default=0,
+                                                     help_text=_("0: no per-tenant data claim."))
+    storage_class = models.CharField(_("storage class"), max_length=100, blank=True)
+    watch_resource_version = models.CharField(max_length=64, blank=True, editable=False,
+                                              help_text="Where the pod watch resumes after a restart.")
 
     class Meta:
         ordering = ["name"]
@@ -249,6 +265,9 @@ class TaskType(TimeStampedModel):
                                                     help_text=_("Default when a job asks for no CPU."))
     memory_mib_per_gpu = models.PositiveIntegerField(_("memory per GPU (MiB)"), default=64 * 1024,
                                                      help_text=_("Default when a job asks for no memory."))
+    infrastructure_retries = models.PositiveSmallIntegerField(
+        _("retries after infrastructure failures"), default=2,
+        help_text=_("Node, GPU and cross-node communication faults are retried this often, avoiding the node."))
 
     class Meta:
         ordering = ["-priority", "code"]
@@ -288,6 +307,11 @@ class FailureCategory(models.TextChoices):
     PREEMPTED = "preempted", _("Preempted")
     TIMEOUT = "timeout", _("Timeout")
     EXIT_CODE = "exit_code", _("Program exit code")
+    DISPATCH = "dispatch", _("Dispatch refused by the cluster")
+
+
+#: Failures of the infrastructure, not of the program: retried automatically (avoiding the faulty node).
+INFRASTRUCTURE_FAILURES = (FailureCategory.NODE_FAULT, FailureCategory.GPU_FAULT, FailureCategory.COMMUNICATION)
 
 
 class JobQuerySet(TenantScopedQuerySet):
@@ -346,6 +370,11 @@ class Job(TimeStampedModel):
     failure_message = models.TextField(_("failure message"), blank=True)
     exit_code = models.IntegerField(_("exit code"), null=True, blank=True)
     executor_state = models.JSONField(_("executor state"), default=dict, blank=True)
+    # What the program reported (POST /api/jobs/{id}/report/ with its job token).
+    progress_step = models.PositiveBigIntegerField(_("step"), null=True, blank=True)
+    progress_total = models.PositiveBigIntegerField(_("total steps"), null=True, blank=True)
+    progress_message = models.CharField(_("progress message"), max_length=500, blank=True)
+    progress_at = models.DateTimeField(_("progress reported"), null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -496,6 +525,8 @@ class JobEvent(models.Model):
         HOLD = "hold", _("Hold")
         APPROVAL = "approval", _("Approval")
         RECLAMATION = "reclamation", _("Idle reclamation")
+        EXECUTOR = "executor", _("Cluster action")
+        RETRY = "retry", _("Automatic retry")
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(_("time"), db_index=True)
@@ -514,3 +545,40 @@ class JobEvent(models.Model):
 
     def __str__(self):
         return f"{self.job_id} {self.from_status}->{self.to_status}: {self.reason}"
+
+
+class JobCheckpoint(models.Model):
+    """A checkpoint the program reported: where it is, how big, at which step. Retries resume from the last."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="checkpoints")
+    path = models.CharField(_("path"), max_length=1000)
+    size_bytes = models.PositiveBigIntegerField(_("size (bytes)"), null=True, blank=True)
+    step = models.PositiveBigIntegerField(_("step"), null=True, blank=True)
+    at = models.DateTimeField(_("time"))
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = _("checkpoint")
+        verbose_name_plural = _("checkpoints")
+
+    def __str__(self):
+        return f"{self.job_id}: {self.path} @ {self.step}"
+
+
+class JobArtifact(models.Model):
+    """A result the program published (a model, a metrics file, a report) and where it lies."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="artifacts")
+    name = models.CharField(_("name"), max_length=200)
+    uri = models.CharField(_("location"), max_length=1000)
+    size_bytes = models.PositiveBigIntegerField(_("size (bytes)"), null=True, blank=True)
+    at = models.DateTimeField(_("time"))
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["job", "name"], name="artifact_unique_name_per_job")]
+        verbose_name = _("artifact")
+        verbose_name_plural = _("artifacts")
+
+    def __str__(self):
+        return f"{self.job_id}: {self.name}"

@@ -160,7 +160,7 @@ def load_snapshots(now=None):
     for j in Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.PENDING)).values(
             "id", "tenant__name", "gpu_model", "gpus_per_node", "node_count", "priority", "task_type__code",
             "task_type__preemptible", "submitted_at", "gpu_milli", "cpu_milli", "memory_mib", "topology",
-            "max_runtime_minutes", "held_by", "status", "cluster__name"):
+            "max_runtime_minutes", "held_by", "status", "cluster__name", "executor_state"):
         home = j["cluster__name"] or max(
             (c.name for c in clusters), key=lambda name: (healthy_gpus.get((name, j["gpu_model"]), 0), name),
             default="")
@@ -171,7 +171,8 @@ def load_snapshots(now=None):
             memory_mib=j["memory_mib"], topology=j["topology"], max_runtime=j["max_runtime_minutes"] * 60.0,
             expected_runtime=estimates.get((j["task_type__code"], j["gpus_per_node"] * j["node_count"])),
             preemptible=j["task_type__preemptible"], held=j["held_by"],
-            awaiting_approval=j["status"] == JobStatus.PENDING))
+            awaiting_approval=j["status"] == JobStatus.PENDING,
+            avoid_nodes=tuple((j["executor_state"] or {}).get("avoid_nodes", ()))))
     snapshots = {}
     for cluster in clusters:
         policy = policy_for(cluster)

@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 
 from . import lifecycle
 from .executors import executor_for
-from .models import Job, JobStatus
+from .models import FailureCategory, Job, JobStatus
 
 logger = logging.getLogger(__name__)
 
@@ -57,17 +57,26 @@ def dispatch_job(job_id: int) -> str:
     job = Job.objects.select_related("cluster").filter(pk=job_id).first()
     if job is None or job.status != JobStatus.ADMITTED:
         return "skipped"
-    executor = executor_for(job.cluster)
     try:
-        state = executor.dispatch(job)
-    except Exception as exc:  # the executor's message is the evidence the user needs
+        state = executor_for(job.cluster).dispatch(job)
+    except Exception as exc:  # the cluster's own message is the evidence the user needs
         logger.exception("dispatch of job %s failed", job_id)
         from metering import telemetry
 
         telemetry.increment("gpuportal_dispatch_errors_total", cluster=job.cluster.name)
-        lifecycle.transition(job, JobStatus.FAILED, _("Dispatch failed."), failure_category="",
-                             failure_message=_("Dispatch failed: %(error)s") % {"error": exc})
+        message = _("Dispatch failed: the cluster %(c)s refused the job's objects after every retry: %(error)s") % {
+            "c": job.cluster.name, "error": exc}
+        lifecycle.transition(job, JobStatus.FAILED, message, failure_category=FailureCategory.DISPATCH,
+                             failure_message=message, executor_state={
+                                 **job.executor_state, "diagnosis": {
+                                     "category": FailureCategory.DISPATCH, "message": message, "evidence": {
+                                         "error": str(exc)}, "advice": _(
+                                         "Check the image name and the job's settings; if the message names the "
+                                         "cluster (quota, admission webhook), tell the platform admins.")}})
         return "failed"
+    # keep what earlier attempts left (their failures, nodes to avoid, the checkpoint to resume from)
+    state = {**{k: v for k, v in job.executor_state.items() if k in ("attempts", "avoid_nodes", "resume_from")},
+             **state}
     state["dispatched_at"] = timezone.now().isoformat()
     lifecycle.transition(job, JobStatus.DISPATCHING, _("Sent to cluster %(c)s (%(kind)s executor).") % {
         "c": job.cluster.name, "kind": job.cluster.get_executor_display()}, executor_state=state)
@@ -96,3 +105,33 @@ def sync_job_status() -> int:
 
         request_scheduling_pass()
     return changed
+
+
+@shared_task
+def watch_kubernetes() -> dict:
+    """Follow pod events of every Kubernetes cluster for one beat interval (resuming at the stored
+    resourceVersion), storing job state changes as they come."""
+    from django.conf import settings
+
+    from .executors.kubernetes.sync import ClusterSync
+    from .models import Cluster, ExecutorKind
+
+    seconds = settings.KUBERNETES["WATCH_SECONDS"]
+    out = {}
+    clusters = list(Cluster.objects.filter(executor=ExecutorKind.KUBERNETES))
+    for cluster in clusters:
+        try:
+            report = ClusterSync(cluster).watch(seconds / max(len(clusters), 1))
+            out[cluster.name] = {"events": report.events, "changed": report.changed, "relists": report.relists}
+        except Exception as exc:  # an unreachable cluster must not stop the others
+            logger.exception("watch of cluster %s failed", cluster.name)
+            out[cluster.name] = {"error": str(exc)}
+    return out
+
+
+@shared_task
+def resync_kubernetes() -> int:
+    """List and reconcile every Kubernetes job: the safety net for anything a watch missed."""
+    from .executors.kubernetes.sync import resync_all
+
+    return resync_all()

@@ -112,3 +112,32 @@ class FairShareView(APIView):
         return Response([{"tenant": s.tenant, "weight": s.weight, "fair_share": round(s.fair_share, 4),
                           "usage_gpu_hours": s.usage_gpu_hours, "usage_share": round(s.usage_share, 4),
                           "running_gpus": s.running_gpus} for s in services.fair_share_report()])
+
+
+class JobReportView(APIView):
+    """``POST /api/jobs/{id}/report/`` from inside a job: progress (``step``, ``total``, ``message``), a
+    ``checkpoint`` (``path``, ``size_bytes``, ``step``) and ``artifacts`` (``name``, ``uri``, ``size_bytes``).
+    Authenticated by the job's own token (``Authorization: Bearer $GPUPORTAL_JOB_TOKEN``), valid for that job
+    while it runs; any other token, or an ended job, is 403."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    @extend_schema(request=None, responses={200: None})
+    def post(self, request, pk):
+        from django.core.exceptions import ValidationError
+        from rest_framework.exceptions import PermissionDenied
+        from rest_framework.exceptions import ValidationError as ApiValidationError
+
+        from .. import job_tokens, progress
+
+        token = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
+        job = Job.objects.filter(pk=pk).first()
+        if job is None or not job_tokens.verify(job, token):
+            raise PermissionDenied("invalid or expired job token")
+        try:
+            job = progress.record_report(job, request.data)
+        except ValidationError as exc:
+            raise ApiValidationError(exc.message_dict) from None
+        return Response({"job": job.pk, "step": job.progress_step, "total": job.progress_total,
+                         "checkpoints": job.checkpoints.count(), "artifacts": job.artifacts.count()})

@@ -93,6 +93,8 @@ class Capacity:
         return max((c for c, orders in self.buckets[model].items() if orders), default=0)
 
     def _fits_host(self, node_id: int, job: WaitingJob) -> bool:
+        if node_id in job.avoid_nodes:
+            return False
         node = self.nodes[node_id]
         return ((not node.cpu_milli or self.cpu[node_id] >= job.cpu_milli)
                 and (not node.memory_mib or self.mem[node_id] >= job.memory_mib))

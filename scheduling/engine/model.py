@@ -101,6 +101,7 @@ class WaitingJob:
     held: str = ""  # "user" or "admin" when held
     awaiting_approval: bool = False
     accept_models: tuple[str, ...] = ()
+    avoid_nodes: tuple[int, ...] = ()  # nodes a retry must not use (where the last attempt hit a fault)
 
     @property
     def gpus(self) -> float:

@@ -9,7 +9,11 @@ def executor_for(cluster) -> Executor:
 
     if cluster.executor == ExecutorKind.SIMULATED:
         return SimulatedExecutor(cluster)
-    raise NotImplementedError(f"executor {cluster.executor!r} arrives with the Kubernetes dispatch issue")
+    if cluster.executor == ExecutorKind.KUBERNETES:
+        from .kubernetes import KubernetesExecutor
+
+        return KubernetesExecutor(cluster)
+    raise ValueError(f"unknown executor {cluster.executor!r} for cluster {cluster.name}")
 
 
 __all__ = ["Executor", "ExecutorUpdate", "SimulatedExecutor", "executor_for"]

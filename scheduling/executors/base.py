@@ -28,6 +28,6 @@ class Executor:
         """What changed for a dispatched or running job, or None when nothing did."""
         raise NotImplementedError
 
-    def stop(self, job) -> None:
-        """Stop a job that was cancelled or preempted."""
+    def stop(self, job, reason: str = "") -> None:
+        """Stop a job that was cancelled, preempted or reclaimed (or an attempt that failed)."""
         raise NotImplementedError

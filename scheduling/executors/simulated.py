@@ -124,5 +124,5 @@ class SimulatedExecutor(Executor):
         category = outcome if outcome in messages else FailureCategory.EXIT_CODE
         return ExecutorUpdate(JobStatus.FAILED, str(FailureCategory(category).label), category, text, exit_code)
 
-    def stop(self, job) -> None:
+    def stop(self, job, reason: str = "") -> None:
         """Nothing runs for real; the cancellation itself is the record."""

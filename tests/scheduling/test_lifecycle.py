@@ -61,7 +61,7 @@ def test_every_transition_is_an_event_with_a_reason(users):
 def test_forbidden_and_stale_transitions_are_refused(users):
     job = services.submit_job(users["alice"], job_payload())
     with pytest.raises(lifecycle.InvalidTransition):
-        lifecycle.transition(job, JobStatus.QUEUED, "back to the queue?")
+        lifecycle.transition(job, JobStatus.PENDING, "back to approval?")
     stale = Job.objects.get(pk=job.pk)
     lifecycle.transition(job, JobStatus.CANCELLED, "first")
     with pytest.raises(lifecycle.InvalidTransition):  # a racing writer still holding the old status

@@ -1,0 +1,156 @@
+"""Why a job failed on Kubernetes: one category, a plain sentence, the evidence and what to do next.
+
+Pure: pod states, the Job's conditions, the nodes that are not ready, a fault the node agent reported and
+the log tails go in; a ``Diagnosis`` comes out. Rules in order (the first that matches wins): deadline →
+image / environment → node fault → GPU fault → out of memory → cross-node communication → program exit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from django.utils.translation import gettext as _
+
+IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+                 "CreateContainerError", "ErrImageNeverPull")
+MISSING_CUDA = re.compile(r"libcudart\.so|libcuda\.so|libnccl\.so|libcudnn|CUDA driver version is insufficient|"
+                          r"no CUDA-capable device|cannot open shared object file", re.I)
+GPU_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation",
+                     re.I)
+COMMUNICATION = re.compile(r"NCCL (WARN|ERROR)|ncclSystemError|ncclInternalError|ncclRemoteError|"
+                           r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(timeout|Timeout)|"
+                           r"Gloo.*(timeout|Connection closed)|Connection reset by peer|NET/IB.*(error|failed)", re.I)
+
+
+@dataclass(frozen=True)
+class PodState:
+    name: str
+    node: str = ""
+    phase: str = "Pending"
+    reason: str = ""  # pod-level: Evicted, NodeLost, DeadlineExceeded
+    message: str = ""
+    index: int = 0
+    running: bool = False
+    waiting_reason: str = ""
+    waiting_message: str = ""
+    exit_code: int | None = None
+    terminated_reason: str = ""
+
+    @classmethod
+    def from_pod(cls, pod: dict) -> PodState:
+        meta, status = pod.get("metadata", {}), pod.get("status", {}) or {}
+        index = (meta.get("annotations") or {}).get("batch.kubernetes.io/job-completion-index", "0")
+        state = {}
+        for container in status.get("containerStatuses") or []:
+            state = container.get("state") or {}
+            break
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
+        return cls(name=meta.get("name", ""), node=(pod.get("spec") or {}).get("nodeName", "") or "",
+                   phase=status.get("phase", "Pending"), reason=status.get("reason", "") or "",
+                   message=status.get("message", "") or "", index=int(index or 0), running="running" in state,
+                   waiting_reason=waiting.get("reason", "") or "", waiting_message=waiting.get("message", "") or "",
+                   exit_code=terminated.get("exitCode"), terminated_reason=terminated.get("reason", "") or "")
+
+
+@dataclass
+class Diagnosis:
+    category: str
+    message: str
+    advice: str
+    node: str = ""
+    exit_code: int | None = None
+    evidence: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"category": self.category, "message": self.message, "advice": self.advice, "node": self.node,
+                "exit_code": self.exit_code, "evidence": self.evidence}
+
+
+def _tail(logs: dict[str, str], pod: str, lines: int = 50) -> list[str]:
+    return (logs.get(pod) or "").splitlines()[-lines:]
+
+
+def _grep(logs: dict[str, str], pattern: re.Pattern) -> tuple[str, str] | None:
+    for pod, text in logs.items():
+        for line in (text or "").splitlines():
+            if pattern.search(line):
+                return pod, line.strip()
+    return None
+
+
+def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict] | None = None,
+             not_ready_nodes: set[str] | frozenset = frozenset(), agent_fault: dict | None = None,
+             logs: dict[str, str] | None = None) -> Diagnosis | None:
+    """The failure of a job from what Kubernetes and the node agents say, or None if it has not failed."""
+    logs = logs or {}
+    conditions = conditions or []
+    failed_condition = next((c for c in conditions if c.get("type") == "Failed" and c.get("status") == "True"), None)
+    failed = [p for p in pods if p.phase == "Failed"]
+    image = [p for p in pods if p.waiting_reason in IMAGE_REASONS]
+    if not (failed or image or failed_condition):
+        return None
+    if failed_condition and failed_condition.get("reason") == "DeadlineExceeded":
+        return Diagnosis("timeout", _("The job ran longer than its max runtime and was stopped."),
+                         _("Ask for a longer max runtime, or save checkpoints and resume in a new job."),
+                         evidence={"condition": failed_condition})
+    if image:
+        pod = image[0]
+        return Diagnosis("image", _("The image could not be started (%(reason)s): %(msg)s") % {
+            "reason": pod.waiting_reason, "msg": pod.waiting_message}, _(
+            "Check the image name and tag, that the registry is reachable from the cluster, and its pull secret."),
+            node=pod.node, evidence={"pod": pod.name, "reason": pod.waiting_reason, "message": pod.waiting_message})
+    cuda = _grep(logs, MISSING_CUDA)
+    if cuda:
+        return Diagnosis("image", _("The environment lacks CUDA libraries: %(line)s") % {"line": cuda[1]}, _(
+            "Use an image built for this CUDA version (e.g. a -cuda12 tag) or install the libraries it names."),
+            evidence={"pod": cuda[0], "log_line": cuda[1], "log_tail": _tail(logs, cuda[0])})
+    lost = [p for p in failed if p.reason in ("Evicted", "NodeLost", "Preempting") or p.node in not_ready_nodes]
+    if lost:
+        pod = lost[0]
+        why = pod.message or (_("node %(n)s is not ready") % {"n": pod.node})
+        text = _("Node %(node)s failed under the job: %(why)s") % {"node": pod.node, "why": why}
+        return Diagnosis("node_fault", text,
+                         _("Nothing to fix in the job: it is retried automatically on another node."), node=pod.node,
+                         evidence={"pod": pod.name, "reason": pod.reason or "NotReady", "message": pod.message,
+                                   "node_not_ready": pod.node in not_ready_nodes})
+    if agent_fault and agent_fault.get("category") == "gpu_fault":
+        return Diagnosis("gpu_fault", _("GPU fault on %(node)s: %(msg)s") % {
+            "node": agent_fault.get("node", ""), "msg": agent_fault.get("message", "")},
+            _("Nothing to fix in the job: it is retried automatically without that node."),
+            node=agent_fault.get("node", ""), evidence={"agent": agent_fault})
+    oom = [p for p in failed if p.terminated_reason == "OOMKilled"]
+    if oom:
+        pod = oom[0]
+        return Diagnosis("out_of_memory", _("The container ran out of memory and was killed (OOMKilled, exit 137)."),
+                         _("Ask for more memory per node, or reduce the data loader workers and batch size."),
+                         node=pod.node, exit_code=137,
+                         evidence={"pod": pod.name, "reason": "OOMKilled", "log_tail": _tail(logs, pod.name)})
+    gpu_oom = _grep(logs, GPU_OOM)
+    if gpu_oom:
+        pod = next((p for p in failed if p.name == gpu_oom[0]), failed[0] if failed else None)
+        return Diagnosis("out_of_memory", _("The GPU ran out of memory: %(line)s") % {"line": gpu_oom[1]},
+                         _("Reduce the batch size, use gradient checkpointing or mixed precision, or a GPU with "
+                           "more memory."), node=pod.node if pod else "", exit_code=pod.exit_code if pod else None,
+                         evidence={"pod": gpu_oom[0], "log_line": gpu_oom[1], "log_tail": _tail(logs, gpu_oom[0])})
+    if node_count > 1:
+        comm = _grep(logs, COMMUNICATION)
+        hanging = [p for p in pods if p.running]
+        if comm or (failed and hanging):
+            pod = failed[0] if failed else pods[0]
+            line = comm[1] if comm else _("rank %(r)d failed while %(n)d other rank(s) kept waiting for it") % {
+                "r": pod.index, "n": len(hanging)}
+            return Diagnosis("communication", _("Cross-node communication failed: %(line)s") % {"line": line}, _(
+                "Usually the network between nodes: the job is retried on other nodes. If it repeats, check "
+                "NCCL_SOCKET_IFNAME / NCCL_IB_HCA and the rendezvous settings."), node=pod.node,
+                evidence={"failed_rank": pod.index, "hanging_ranks": [p.index for p in hanging],
+                          "log_line": comm[1] if comm else "",
+                          "log_tail": _tail(logs, comm[0] if comm else pod.name)})
+    pod = failed[0] if failed else None
+    code = pod.exit_code if pod else None
+    return Diagnosis("exit_code", _("The program exited with code %(code)s.") % {"code": code}, _(
+        "Read the last lines of its log below; fix the program and submit again."),
+        node=pod.node if pod else "", exit_code=code,
+        evidence={"pod": pod.name if pod else "", "reason": pod.terminated_reason if pod else "",
+                  "log_tail": _tail(logs, pod.name) if pod else [],
+                  "condition": failed_condition or {}})

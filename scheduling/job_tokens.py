@@ -1,0 +1,21 @@
+"""Job-scoped tokens for progress reports: HMAC of the job id and attempt, valid while that attempt runs.
+
+The token reaches the pods as a Secret in the tenant's namespace; it works for its own job only, and once
+the job ends (or the next attempt starts) it no longer matches anything. Nothing is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from django.conf import settings
+
+
+def token_for(job) -> str:
+    message = f"gpuportal-job:{job.pk}:{job.retry_count}".encode()
+    return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()
+
+
+def verify(job, token: str) -> bool:
+    return (not job.is_terminal) and bool(token) and hmac.compare_digest(token_for(job), token)

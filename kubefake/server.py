@@ -456,6 +456,7 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         self.api.requests.append((method, url.path))
         try:
+            body = self._body() if method != "GET" else {}  # read first: keep-alive needs the stream drained
             if (code := self.api._injected_failure(method, url.path)) is not None:
                 raise ApiError(code, "InternalError", "injected failure: etcdserver: request timed out")
             if url.path.rstrip("/") == "/version":
@@ -471,17 +472,14 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET":
                 return self._get(plural, namespace, name, sub, query)
             if method == "POST":
-                body = self._body()
                 if plural == "pods" and name and sub == "eviction":
                     raise ApiError(403, "Forbidden", "evictions are not allowed here")
                 return self._send(201, self.api.create(plural, namespace, body))
             if method in ("PATCH", "PUT"):
-                body = self._body()
                 if method == "PUT":
                     return self._send(200, self.api.update(plural, namespace, name, replace=body))
                 return self._send(200, self.api.update(plural, namespace, name, patch=body, validate=sub != "status"))
             if method == "DELETE":
-                body = self._body()
                 propagation = body.get("propagationPolicy") or query.get("propagationPolicy") or "Background"
                 deleted = self.api.delete(plural, namespace, name, propagation)
                 return self._send(200, deleted)

@@ -56,8 +56,12 @@ def job_detail(request, pk):
         latest = series.get(gpu.pk, {}).get("latest")
         gpu.latest_util = latest.utilization_pct if latest else None
         per_node.setdefault(gpu.node, []).append(gpu)
+    from .progress import estimated_finish
+
     return render(request, "scheduling/job_detail.html", {
         "job": job, "placement": sorted(per_node.items(), key=lambda item: item[0].name),
+        "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
+        "estimated_finish": estimated_finish(job), "attempts": (job.executor_state or {}).get("attempts", []),
         "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
     })
 

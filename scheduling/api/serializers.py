@@ -13,6 +13,9 @@ class ReasonSerializer(serializers.Serializer):
 class FailureSerializer(serializers.Serializer):
     category = serializers.CharField()
     message = serializers.CharField()
+    advice = serializers.CharField(help_text="What to do next.")
+    node = serializers.CharField(help_text="The node concerned, when there is one.")
+    evidence = serializers.DictField(help_text="Reason strings, exit code, the last log lines.")
 
 
 class PlacementSerializer(serializers.Serializer):
@@ -74,7 +77,10 @@ class JobSerializer(serializers.ModelSerializer):
     def get_failure(self, job):
         if not job.failure_category and not job.failure_message:
             return None
-        return {"category": job.failure_category or None, "message": job.failure_message}
+        diagnosis = (job.executor_state or {}).get("diagnosis") or {}
+        return {"category": job.failure_category or None, "message": job.failure_message,
+                "advice": diagnosis.get("advice", ""), "node": diagnosis.get("node", ""),
+                "evidence": diagnosis.get("evidence", {})}
 
     @extend_schema_field(PlacementSerializer(many=True))
     def get_placement(self, job):

@@ -150,6 +150,9 @@ class ClusterSync:
                 if p["metadata"].get("labels", {}).get(manifests.ATTEMPT_LABEL) == attempt]
         states = sorted((PodState.from_pod(p) for p in pods), key=lambda s: s.index)
         if len(states) == job.node_count and all(s.phase == "Succeeded" for s in states):
+            if job.status == JobStatus.DISPATCHING:  # it ran and finished between two looks
+                self._move(job, JobStatus.RUNNING, _("All %(n)d pod(s) ran on %(nodes)s.") % {
+                    "n": len(states), "nodes": ", ".join(sorted({s.node for s in states}))})
             return self._move(job, JobStatus.SUCCEEDED, _("All %(n)d pod(s) finished with exit code 0.") % {
                 "n": len(states)}, exit_code=0)
         if any(s.phase == "Failed" or s.waiting_reason for s in states) or (not states and self._gone(job)):

@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: demo test lint venv clean bench-poll bench-scheduler bench-rollup replay
+.PHONY: demo test lint venv clean bench-poll bench-scheduler bench-rollup bench-dispatch replay
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,14 @@ bench-rollup: $(STAMP)
 	  || psql -h 127.0.0.1 -U postgres -c "CREATE DATABASE gpuportal_bench"
 	DATABASE_URL=$(BENCH_DB) $(PY) manage.py migrate --noinput -v 0
 	DATABASE_URL=$(BENCH_DB) DEBUG=0 $(PY) manage.py bench_rollup --samples 10000000 --gpus 1000 --month 2026-10
+
+# Kubernetes dispatch and sync against the fake API server (its own process) on loopback.
+bench-dispatch: $(STAMP)
+	./scripts/ensure-services.sh
+	psql -h 127.0.0.1 -U postgres -tc "SELECT 1 FROM pg_database WHERE datname='gpuportal_bench'" | grep -q 1 \
+	  || psql -h 127.0.0.1 -U postgres -c "CREATE DATABASE gpuportal_bench"
+	DATABASE_URL=$(BENCH_DB) $(PY) manage.py migrate --noinput -v 0
+	DATABASE_URL=$(BENCH_DB) DEBUG=0 $(PY) manage.py bench_dispatch --jobs 1000
 
 TRACES ?= ../shared/traces/openb
 replay: $(STAMP)

@@ -188,6 +188,7 @@ KUBERNETES = {
     "CONNECTIONS": int(os.environ.get("GPUPORTAL_K8S_CONNECTIONS", 32)),
     "WATCH_SECONDS": float(os.environ.get("GPUPORTAL_K8S_WATCH_SECONDS", 55)),
     "LOG_TAIL_LINES": 50,
+    "DISPATCH_WORKERS": int(os.environ.get("GPUPORTAL_K8S_DISPATCH_WORKERS", 16)),
 }
 # The portal's address as the pods see it (progress reports); also used in notification mails.
 PORTAL_URL = os.environ.get("GPUPORTAL_URL", "http://127.0.0.1:8000")

@@ -224,7 +224,7 @@ def run_pass() -> PassReport:
 
 def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport) -> None:
     from .executors import executor_for
-    from .tasks import dispatch_job
+    from .tasks import dispatch_jobs
 
     now = timezone.now()
     ids = ([a.job_id for a in result.admissions] + [p.victim_id for p in result.preemptions]
@@ -278,7 +278,7 @@ def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport
         lifecycle.transition_many(admitted, JobStatus.ADMITTED, reasons, at=now, data=data, cluster=cluster)
     admitted_ids = [a.job_id for a in result.admissions]
     if admitted_ids:
-        transaction.on_commit(lambda: [dispatch_job.delay(job_id) for job_id in admitted_ids])
+        transaction.on_commit(lambda: dispatch_jobs.delay(admitted_ids))
 
     waiting_ids = [w.job_id for w in result.waiting]
     statuses = dict(Job.objects.filter(pk__in=waiting_ids).values_list("id", "status"))

@@ -10,11 +10,10 @@ import logging
 
 from celery import shared_task
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from . import lifecycle
 from .executors import executor_for
-from .models import FailureCategory, Job, JobStatus
+from .models import Job, JobStatus
 
 logger = logging.getLogger(__name__)
 
@@ -53,34 +52,19 @@ def run_scheduling_pass() -> dict:
 
 @shared_task
 def dispatch_job(job_id: int) -> str:
-    """Hand an admitted job to its cluster's executor. Re-running it for the same job does nothing."""
-    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
-    if job is None or job.status != JobStatus.ADMITTED:
-        return "skipped"
-    try:
-        state = executor_for(job.cluster).dispatch(job)
-    except Exception as exc:  # the cluster's own message is the evidence the user needs
-        logger.exception("dispatch of job %s failed", job_id)
-        from metering import telemetry
+    """Hand one admitted job to its cluster's executor. Re-running it for the same job does nothing."""
+    from .dispatch import dispatch_many
 
-        telemetry.increment("gpuportal_dispatch_errors_total", cluster=job.cluster.name)
-        message = _("Dispatch failed: the cluster %(c)s refused the job's objects after every retry: %(error)s") % {
-            "c": job.cluster.name, "error": exc}
-        lifecycle.transition(job, JobStatus.FAILED, message, failure_category=FailureCategory.DISPATCH,
-                             failure_message=message, executor_state={
-                                 **job.executor_state, "diagnosis": {
-                                     "category": FailureCategory.DISPATCH, "message": message, "evidence": {
-                                         "error": str(exc)}, "advice": _(
-                                         "Check the image name and the job's settings; if the message names the "
-                                         "cluster (quota, admission webhook), tell the platform admins.")}})
-        return "failed"
-    # keep what earlier attempts left (their failures, nodes to avoid, the checkpoint to resume from)
-    state = {**{k: v for k, v in job.executor_state.items() if k in ("attempts", "avoid_nodes", "resume_from")},
-             **state}
-    state["dispatched_at"] = timezone.now().isoformat()
-    lifecycle.transition(job, JobStatus.DISPATCHING, _("Sent to cluster %(c)s (%(kind)s executor).") % {
-        "c": job.cluster.name, "kind": job.cluster.get_executor_display()}, executor_state=state)
-    return "dispatched"
+    summary = dispatch_many([job_id])
+    return "dispatched" if summary["dispatched"] else "failed" if summary["failed"] else "skipped"
+
+
+@shared_task
+def dispatch_jobs(job_ids: list[int]) -> dict:
+    """Hand the jobs one scheduling pass admitted to their clusters, concurrently."""
+    from .dispatch import dispatch_many
+
+    return dispatch_many(job_ids)
 
 
 @shared_task

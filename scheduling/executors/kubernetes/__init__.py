@@ -15,7 +15,6 @@ import threading
 
 import urllib3
 from django.conf import settings
-from django.db.models import Sum
 from django.utils import timezone
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -30,7 +29,9 @@ _prepared_lock = threading.Lock()
 
 
 def spec_for(job) -> manifests.JobSpec:
-    nodes = sorted({a.gpu.node.name for a in job.allocations.all() if a.released_at is None})
+    nodes = getattr(job, "placement_nodes", None)  # set by dispatch_many for a batch
+    if nodes is None:
+        nodes = sorted(set(job.allocations.filter(released_at__isnull=True).values_list("gpu__node__name", flat=True)))
     return manifests.JobSpec(
         id=job.pk, attempt=job.retry_count, tenant=job.tenant.name, project=job.project.name,
         task_type=job.task_type.code, image=job.image, command=job.command, gpus_per_node=job.gpus_per_node,
@@ -71,12 +72,12 @@ class KubernetesExecutor(Executor):
         key = (self.cluster.pk, "tenant", tenant.name)
         if key in _prepared:
             return
-        limit = tenant.quotas.aggregate(total=Sum("limit_gpus"))["total"] or 0
+        limit = sum(q.limit_gpus for q in tenant.quotas.all())
         self._create(manifests.namespace(self.prefix, tenant.name))
         if not self._create(manifests.resource_quota(self.prefix, tenant.name, limit)):
-            call(self.core.patch_namespaced_resource_quota, "gpuportal-gpus",
-                 manifests.namespace_name(self.prefix, tenant.name),
-                 {"spec": {"hard": {"requests.nvidia.com/gpu": str(limit)}}}, _preload_content=False)
+            self.raw(self.core.patch_namespaced_resource_quota, "gpuportal-gpus",
+                     manifests.namespace_name(self.prefix, tenant.name),
+                     {"spec": {"hard": {"requests.nvidia.com/gpu": str(limit)}}})
         self._create(manifests.network_policy(self.prefix, tenant.name))
         if self.cluster.tenant_storage_gib:
             self._create(manifests.storage_claim(self.prefix, tenant.name, self.cluster.tenant_storage_gib,
@@ -90,6 +91,13 @@ class KubernetesExecutor(Executor):
             self._create(manifests.priority_class(task_type.code, task_type.priority, task_type.name))
             with _prepared_lock:
                 _prepared.add(key)
+
+    def prepare(self, jobs) -> None:
+        """Tenant namespaces and priority classes for a batch (database reads here, not in the threads)."""
+        for tenant in {job.tenant.pk: job.tenant for job in jobs}.values():
+            self.prepare_tenant(tenant)
+        for task_type in {job.task_type.pk: job.task_type for job in jobs}.values():
+            self.prepare_task_type(task_type)
 
     def manifests_for(self, job, token: str = "<job token>") -> list[dict]:  # noqa: S107 - a placeholder
         return manifests.for_job(self.prefix, spec_for(job), settings.PORTAL_URL, token,
@@ -135,13 +143,19 @@ class KubernetesExecutor(Executor):
 
     def raw(self, fn, *args, **kwargs) -> dict:
         response = call(fn, *args, _preload_content=False, **kwargs)
-        return json.loads(response.data or b"{}")
+        try:
+            return json.loads(response.data or b"{}")
+        finally:
+            response.release_conn()
 
     def pod_log(self, namespace: str, pod: str) -> str:
         try:
             response = call(self.core.read_namespaced_pod_log, pod, namespace,
                             tail_lines=settings.KUBERNETES["LOG_TAIL_LINES"], _preload_content=False)
-            return response.data.decode("utf-8", "replace")
+            try:
+                return response.data.decode("utf-8", "replace")
+            finally:
+                response.release_conn()
         except ApiException:
             return ""
 

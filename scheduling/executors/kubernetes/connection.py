@@ -71,10 +71,17 @@ def call(fn, *args, retries: int | None = None, **kwargs):
     raise AssertionError("unreachable")
 
 
+def _drain(response) -> None:
+    """Read an unparsed reply (``_preload_content=False``) and give its connection back to the pool."""
+    if hasattr(response, "release_conn"):
+        response.data  # noqa: B018 - reading it is the point
+        response.release_conn()
+
+
 def create(fn, *args, **kwargs) -> bool:
     """Create an object; an existing one (409) is an earlier try that succeeded. True when created now."""
     try:
-        call(fn, *args, **kwargs)
+        _drain(call(fn, *args, **kwargs))
         return True
     except ApiException as exc:
         if exc.status == 409:
@@ -85,7 +92,7 @@ def create(fn, *args, **kwargs) -> bool:
 def delete(fn, *args, **kwargs) -> bool:
     """Delete an object; one already gone (404) is fine. True when deleted now."""
     try:
-        call(fn, *args, **kwargs)
+        _drain(call(fn, *args, **kwargs))
         return True
     except ApiException as exc:
         if exc.status == 404:

@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from ... import lifecycle
 from ...models import INFRASTRUCTURE_FAILURES, Job, JobStatus, Node
 from . import KubernetesExecutor, manifests
-from .diagnosis import Diagnosis, PodState, diagnose
+from .diagnosis import IMAGE_REASONS, Diagnosis, PodState, diagnose
 
 logger = logging.getLogger(__name__)
 MANAGED = "app.kubernetes.io/managed-by=gpuportal"
@@ -41,6 +41,14 @@ class SyncReport:
     changed: int = 0
     relists: int = 0
     resource_version: str = ""
+
+
+def _inert(pod: dict, event_type: str) -> bool:
+    """A pod that is merely pending (created, not yet started, no error) cannot change its job's state."""
+    if event_type == "DELETED":
+        return False
+    state = PodState.from_pod(pod)
+    return state.phase == "Pending" and not state.waiting_reason and not state.running
 
 
 def _rv(obj: dict) -> int:
@@ -114,7 +122,6 @@ class ClusterSync:
             return self.executor.core.list_pod_for_all_namespaces(**kwargs)
 
         while (remaining := deadline - time.monotonic()) > 0:
-            touched: set[int] = set()
             try:
                 stream = watch.Watch().stream(list_pods, label_selector=MANAGED, resource_version=rv,
                                               timeout_seconds=max(1, int(remaining)), _request_timeout=remaining + 5)
@@ -123,20 +130,16 @@ class ClusterSync:
                     report.events += 1
                     rv = pod.get("metadata", {}).get("resourceVersion", rv)
                     job_id = self._remember(pod, deleted=event["type"] == "DELETED")
-                    if job_id is not None:
-                        touched.add(job_id)
-                    if len(touched) >= 50:
-                        report.changed += self.reconcile(touched)
+                    if job_id is not None and not _inert(pod, event["type"]):  # stored as it comes
+                        report.changed += self.reconcile([job_id])
+                    if report.events % 200 == 0:
                         self._save_rv(rv)
-                        touched.clear()
             except ApiException as exc:
                 if exc.status != 410:
                     raise
                 report.relists += 1  # the history we asked for is gone: list, reconcile, watch from there
                 rv = self._list()
                 report.changed += self.reconcile()
-            if touched:
-                report.changed += self.reconcile(touched)
             self._save_rv(rv)
         report.resource_version = rv
         return report
@@ -155,7 +158,8 @@ class ClusterSync:
                     "n": len(states), "nodes": ", ".join(sorted({s.node for s in states}))})
             return self._move(job, JobStatus.SUCCEEDED, _("All %(n)d pod(s) finished with exit code 0.") % {
                 "n": len(states)}, exit_code=0)
-        if any(s.phase == "Failed" or s.waiting_reason for s in states) or (not states and self._gone(job)):
+        if any(s.phase == "Failed" or s.waiting_reason in IMAGE_REASONS for s in states) or (
+                not states and self._gone(job)):
             diagnosis = self._diagnose(job, states, pods)
             if diagnosis is not None:
                 return self.fail_or_retry(job, diagnosis)

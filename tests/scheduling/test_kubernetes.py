@@ -202,3 +202,48 @@ def test_cluster_connection_details_are_not_in_the_api(kube, api, users):
     text = json.dumps(api("admin").get(f"/api/jobs/{job.pk}/").json())
     assert "kubeconfig" not in text and str(kube.cluster.kubeconfig_path) not in text
     assert Cluster.objects.get(pk=kube.cluster.pk).kubeconfig_path
+
+
+def test_k8s_manifests_command_prints_valid_yaml(kube, users, capsys):
+    import yaml
+    from django.core.management import call_command
+
+    call_command("k8s_manifests", "--example", "multi-node")
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in documents][-3:] == ["Secret", "Service", "Job"]
+    for document in documents:
+        kubernetes_validate.validate(document, "1.30", strict=True)
+    job = submit(users, nodes=2)
+    call_command("k8s_manifests", "--job", str(job.pk))
+    printed = list(yaml.safe_load_all(capsys.readouterr().out))
+    k8s_job = printed[-1]
+    assert k8s_job["metadata"]["name"] == f"gp-{job.pk}-a0" and k8s_job["spec"]["parallelism"] == 2
+    waiting = submit(users, user="bob", nodes=4)  # 4 nodes are not free: it waits, no placement yet
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="no placement yet"):
+        call_command("k8s_manifests", "--job", str(waiting.pk))
+
+
+def test_fake_server_selectors_patch_and_status_bodies(kube):
+    from kubernetes import client
+
+    from scheduling.executors.kubernetes.connection import api_client
+
+    core = client.CoreV1Api(api_client(kube.cluster))
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t1", "labels": {"a": "1"}}})
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t2", "labels": {"a": "2"}}})
+    assert [n.metadata.name for n in core.list_namespace(label_selector="a=2").items] == ["t2"]
+    assert [n.metadata.name for n in core.list_namespace(label_selector="a in (1,3)").items] == ["t1"]
+    assert [n.metadata.name for n in core.list_namespace(field_selector="metadata.name=t1").items] == ["t1"]
+    patched = core.patch_namespace("t1", {"metadata": {"labels": {"b": "x"}}})
+    assert patched.metadata.labels == {"a": "1", "b": "x"}
+    assert int(patched.metadata.resource_version) > 0 and patched.metadata.uid and patched.metadata.creation_timestamp
+    with pytest.raises(client.ApiException) as missing:
+        core.read_namespace("nope")
+    body = json.loads(missing.value.body)
+    assert missing.value.status == 404 and body["kind"] == "Status" and body["reason"] == "NotFound"
+    with pytest.raises(client.ApiException) as no_namespace:
+        core.create_namespaced_secret("nope", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}})
+    assert no_namespace.value.status == 404
+    assert client.VersionApi(api_client(kube.cluster)).get_code().minor == "30"

@@ -15,19 +15,9 @@ from scheduling.models import Cluster, Job, JobEvent, JobStatus
 from scheduling.tasks import dispatch_job
 from tests.conftest import job_payload
 
-from .kube import MODEL, make_cluster, reset_client_caches
+from .kube import MODEL, make_cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def kube(users, tmp_path, settings):
-    settings.KUBERNETES = {**settings.KUBERNETES, "RETRIES": 3, "BACKOFF_SECONDS": 0.01}
-    reset_client_caches()
-    made = make_cluster(tmp_path, "kube-a")
-    yield made
-    made.fake.stop()
-    reset_client_caches()
 
 
 def submit(users, user="alice", **overrides):

@@ -10,20 +10,9 @@ from scheduling import job_tokens
 from scheduling.executors.kubernetes.sync import ClusterSync
 from scheduling.models import Cluster, Job, JobStatus, Node
 
-from .kube import make_cluster, reset_client_caches
 from .test_kubernetes import submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def kube(users, tmp_path, settings):
-    settings.KUBERNETES = {**settings.KUBERNETES, "RETRIES": 2, "BACKOFF_SECONDS": 0.01}
-    reset_client_caches()
-    made = make_cluster(tmp_path, "kube-f")
-    yield made
-    made.fake.stop()
-    reset_client_caches()
 
 
 def failed(kube, job, client=None):

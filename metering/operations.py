@@ -130,13 +130,30 @@ def _jobs(facts, t0, day, model) -> list[Section]:
                 [("day", day), ("retries", _("Retries")), ("preemptions", _("Preemptions"))], retry_rows,
                 bars(retry_rows, "day", [("retries", _("retries")), ("preemptions", _("preemptions"))],
                      _("Retries and preemptions"), _("count"))),
-        Section("checkpoints", _("Checkpoint state"), [("state", _("State"))], [],
-                note=_("No job reports checkpoints yet: progress and checkpoint reports arrive with Kubernetes "
-                       "dispatch; until then there is nothing to show here.")),
+        _checkpoint_section(t0),
         Section("slowest_to_start", _("Slowest to start"),
                 [("job", _("Job")), ("tenant", _("Tenant")), ("task_type", _("Task type")), ("gpu_model", model),
                  ("gpus", _("GPUs")), ("wait_hours", _("Wait (h)"))], slow_rows),
     ]
+
+
+def _checkpoint_section(t0) -> Section:
+    """Running jobs with a recent checkpoint, running jobs without one, failed jobs that can resume."""
+    from scheduling.models import Job, JobStatus
+
+    now = timezone.now()
+    running = Job.objects.filter(status=JobStatus.RUNNING)
+    recent = running.filter(checkpoints__at__gte=now - timedelta(hours=24)).distinct().count()
+    never = running.filter(checkpoints__isnull=True).count()
+    resumable = Job.objects.filter(status=JobStatus.FAILED, finished_at__gte=t0,
+                                   checkpoints__isnull=False).distinct().count()
+    rows = [{"state": _("running, checkpoint in the last 24 h"), "jobs": recent},
+            {"state": _("running, checkpoint older than 24 h"), "jobs": running.count() - recent - never},
+            {"state": _("running, no checkpoint reported"), "jobs": never},
+            {"state": _("failed after a checkpoint (resumable)"), "jobs": resumable}]
+    return Section("checkpoints", _("Checkpoint state"), [("state", _("State")), ("jobs", _("Jobs"))], rows,
+                   bars(rows, "state", [("jobs", _("jobs"))], _("Checkpoint state"), _("jobs")),
+                   note=_("Jobs report checkpoints to POST /api/jobs/{id}/report/ (see the README)."))
 
 
 def _governance(first, t0, now, facts, day) -> list[Section]:

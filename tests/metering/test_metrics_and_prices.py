@@ -95,7 +95,7 @@ def test_operations_dashboard_has_three_groups_for_managers_only(client, users):
     for group in ("group-resources", "group-jobs", "group-governance"):
         assert group in html
     for section in ("section-gpu_utilisation", "section-wait", "section-failure_trend", "section-slowest_to_start",
-                    "section-tenant_usage", "section-capacity_advice", "section-changes"):
+                    "section-tenant_usage", "section-capacity_advice", "section-changes", "section-checkpoints"):
         assert section in html
     failures = client.get("/reports/operations/?days=7&csv=failure_trend").content.decode().splitlines()
     assert failures[0] == "day,category,jobs" and failures[1].endswith(",out_of_memory,1")

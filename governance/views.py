@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from scheduling.models import GPU, Reservation
+from scheduling.models import GPU, Job, Reservation
 from scheduling.services import quota_usage
 
 from . import services
@@ -52,8 +52,12 @@ def request_detail(request, pk):
         impact = services.impact_of(item) or impact  # the approver sees the queue as it is now
     usage = [row for row in quota_usage(request.user) if row.tenant == item.tenant.name
              and (not item.gpu_model or row.gpu_model == item.gpu_model)]
+    queue = (Job.objects.visible_to(request.user).waiting().filter(tenant=item.tenant)
+             .select_related("queue_state", "task_type").order_by("queue_state__queue_position", "submitted_at"))
+    if item.gpu_model:
+        queue = queue.filter(gpu_model=item.gpu_model)
     return render(request, "governance/request_detail.html", {
-        "item": item, "impact": impact, "refusal": refusal, "usage": usage})
+        "item": item, "impact": impact, "refusal": refusal, "usage": usage, "queue": queue[:10]})
 
 
 @login_required

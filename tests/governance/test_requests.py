@@ -200,3 +200,17 @@ def test_priority_that_would_preempt_another_tenant_goes_to_the_platform(users, 
     assert created["impact"]["other_tenants_preempted"] == ["vision"], created["impact"]
     assert created["scope"] == "platform"
     assert governance.decision_refusal(users["carol"], PriorityRequest.objects.get(pk=created["id"]))
+
+
+def test_the_approver_sees_impact_usage_and_the_queue_before_deciding(users, api, client):
+    waiting = fill_vision_a100(users)
+    created = api("alice").post("/api/priority-requests/", {
+        "kind": "priority", "job": waiting.pk, "task_type": "training",
+        "justification": "The benchmark run for the review is due tomorrow."}, format="json").json()
+    client.login(username="carol", password="demo")
+    html = client.get(f"/requests/{created['id']}/").content.decode()
+    assert "Impact if approved now" in html and "Would preempt" in html
+    assert f"#{waiting.pk} waits" in html or f"#{waiting.pk} " in html  # the tenant's waiting jobs
+    assert "quota_exhausted" in html and 'id="approve"' in html
+    client.login(username="alice", password="demo")
+    assert 'id="no-decision"' in client.get(f"/requests/{created['id']}/").content.decode()

@@ -16,6 +16,7 @@ import threading
 import urllib3
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -132,8 +133,9 @@ class KubernetesExecutor(Executor):
         delete(self.core.delete_namespaced_secret, f"{name}-token", namespace, _preload_content=False)
         JobEvent.objects.create(
             job=job, at=timezone.now(), kind=JobEvent.Kind.EXECUTOR, from_status=job.status, to_status=job.status,
-            reason=(f"Deleted Kubernetes Job {namespace}/{name} (foreground propagation). {reason}" if deleted
-                    else f"Kubernetes Job {namespace}/{name} was already gone. {reason}").strip(),
+            reason=((_("Deleted Kubernetes Job %(ns)s/%(name)s (foreground propagation).") if deleted
+                     else _("Kubernetes Job %(ns)s/%(name)s was already gone.")) % {"ns": namespace, "name": name}
+                    + f" {reason}").strip(),
             data={"namespace": namespace, "object": name, "propagation": "Foreground"})
 
     def observe(self, job, now) -> ExecutorUpdate | None:

@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 
 from audit import log as audit
 from audit.models import AuditAction
+from gpuportal.validation import whole_number
 from scheduling import lifecycle
 from scheduling.models import GPU, Job, JobEvent, JobStatus, Reservation, TaskType
 from scheduling.services import request_scheduling_pass
@@ -44,21 +45,6 @@ def requests_for(user):
 
 
 # --- submitting --------------------------------------------------------------------------------------------
-
-
-def _int(data, name, errors, minimum, maximum, label):
-    raw = data.get(name)
-    try:
-        value = int(str(raw).strip())
-    except (TypeError, ValueError):
-        errors[name] = _("%(label)s: give a whole number from %(min)d to %(max)d.") % {
-            "label": label, "min": minimum, "max": maximum}
-        return None
-    if not minimum <= value <= maximum:
-        errors[name] = _("%(label)s must be from %(min)d to %(max)d, not %(v)d.") % {
-            "label": label, "min": minimum, "max": maximum, "v": value}
-        return None
-    return value
 
 
 def _time(data, name, errors, label):
@@ -151,20 +137,20 @@ def validate_request(user, data) -> tuple[dict, dict]:
             fields["task_type"] = wanted
         else:
             minimum = (job.max_runtime_minutes + 1) if job else 1
-            fields["max_runtime_minutes"] = _int(data, "max_runtime_minutes", errors, minimum,
+            fields["max_runtime_minutes"] = whole_number(errors, data, "max_runtime_minutes", minimum,
                                                  MAX_EXTENDED_RUNTIME_MINUTES, _("Max runtime (minutes)"))
     elif kind in (K.BURST, K.RESERVATION):
         fields["tenant"] = _tenant(user, data, errors, {Role.RESEARCHER, Role.APPROVER, Role.TENANT_ADMIN})
         model, total = _gpu_model(data, errors)
         fields["gpu_model"] = model or ""
-        fields["gpus"] = _int(data, "gpus", errors, 1, max(total, 1), _("GPUs")) if model else None
+        fields["gpus"] = whole_number(errors, data, "gpus", 1, max(total, 1), _("GPUs")) if model else None
         fields["start"], fields["end"] = _window(data, errors, now)
     else:  # quota: tenant admins ask the platform
         fields["tenant"] = _tenant(user, data, errors, {Role.TENANT_ADMIN})
         model, total = _gpu_model(data, errors)
         fields["gpu_model"] = model or ""
-        guaranteed = _int(data, "guaranteed", errors, 0, 100000, _("Guaranteed GPUs"))
-        limit = _int(data, "limit", errors, 0, 100000, _("Limit GPUs"))
+        guaranteed = whole_number(errors, data, "guaranteed", 0, 100000, _("Guaranteed GPUs"))
+        limit = whole_number(errors, data, "limit", 0, 100000, _("Limit GPUs"))
         if guaranteed is not None and limit is not None and limit < guaranteed:
             errors["limit"] = _("The limit (%(l)d) must be at least the guaranteed GPUs (%(g)d).") % {
                 "l": limit, "g": guaranteed}

@@ -1,6 +1,6 @@
 """Requests, decisions, the reservations calendar and notifications. Thin: rules live in ``services``."""
 
-from datetime import datetime, time, timedelta
+from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from gpuportal.dates import day_start
 from scheduling.models import GPU, Job, Reservation
 from scheduling.services import quota_usage
 
@@ -74,10 +75,6 @@ def request_decide(request, pk):
     return redirect("governance:request-detail", pk=item.pk)
 
 
-def _midnight(day):
-    return timezone.make_aware(datetime.combine(day, time.min))
-
-
 @login_required
 def reservations_calendar(request):
     """Four weeks of reservations of one GPU model, a week per row, each day listing who holds what."""
@@ -89,7 +86,7 @@ def reservations_calendar(request):
     # Every tenant's reservations: they are capacity everyone plans around (the queue already says
     # "reserved for tenant X"), not job data, so they are not scoped to the reader's tenants.
     reservations = list(Reservation.objects.filter(
-        gpu_model=model, end__gt=_midnight(first), start__lt=_midnight(last)).select_related("tenant"))
+        gpu_model=model, end__gt=day_start(first), start__lt=day_start(last)).select_related("tenant"))
     weeks = []
     for week in range(4):
         days = []

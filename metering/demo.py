@@ -14,11 +14,12 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from gpuportal.dates import local_day
 from gpuportal.db import bulk_insert
 from scheduling.models import GPU, GpuReading, JobAllocation, Node, NodeReading
 
 from .models import GpuPrice
-from .rollup import local_day, rollup
+from .rollup import rollup
 
 #: Demo prices per GPU-hour; A100 got cheaper at the start of last month (a price history to show).
 DEMO_PRICES = {"H100": "3.50", "A100": "2.20", "L40S": "1.10"}

@@ -15,13 +15,13 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from gpuportal.dates import day_start, local_day
 from scheduling.models import NodeEvent
 from tenants.models import Membership, PlatformRole
 
 from .models import CapacityDaily, JobFact, UsageDaily
 from .presentation import Section, bars, lines_by
 from .reports import _capacity, percentile, recommendations
-from .rollup import day_start, local_day
 
 WINDOW_CHOICES = (7, 30, 90)
 

@@ -18,11 +18,12 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from gpuportal.dates import day_start, local_day, month_start, next_month
 from scheduling.models import GPU, FailureCategory
 from tenants.models import Quota, Tenant
 
 from .models import CapacityDaily, JobFact, MonthlyReport, UsageDaily, UsageMonthly
-from .rollup import day_start, local_day, month_start, next_month, rollup
+from .rollup import rollup
 
 #: Failure categories that more or better hardware would have avoided.
 RESOURCE_FAILURES = (FailureCategory.OUT_OF_MEMORY, FailureCategory.NODE_FAULT, FailureCategory.GPU_FAULT)

@@ -22,7 +22,7 @@ import time as clock
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -32,6 +32,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from gpuportal.dates import day_start, local_day, month_start, next_month
 from gpuportal.db import bulk_insert
 from scheduling.models import GPU, GpuReading, Job, JobAllocation, JobEvent, JobStatus, NodeReading
 
@@ -58,22 +59,6 @@ class RollupResult:
         return {"start": self.start.isoformat(), "end": self.end.isoformat(), "pieces": self.pieces,
                 "daily_rows": self.daily_rows, "monthly_rows": self.monthly_rows, "job_facts": self.job_facts,
                 "capacity_rows": self.capacity_rows, "rollup_seconds": round(self.seconds, 3)}
-
-
-def day_start(day: date) -> datetime:
-    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_default_timezone())
-
-
-def local_day(moment: datetime) -> date:
-    return timezone.localtime(moment, timezone.get_default_timezone()).date()
-
-
-def month_start(day: date) -> date:
-    return day.replace(day=1)
-
-
-def next_month(month: date) -> date:
-    return (month.replace(day=28) + timedelta(days=4)).replace(day=1)
 
 
 def split_by_day(start: datetime, end: datetime):

@@ -7,8 +7,10 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
+from gpuportal.dates import local_day, month_start
+
 from . import reports
-from .rollup import local_day, month_start, rollup
+from .rollup import rollup
 
 
 @shared_task

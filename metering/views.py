@@ -13,6 +13,12 @@ from tenants import access
 from . import operations, presentation, reports, services
 
 
+def _csv_response(section, filename: str) -> HttpResponse:
+    response = HttpResponse(section.csv(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
 def _month(text: str):
     try:
         return reports.parse_month(text)
@@ -53,10 +59,7 @@ def report_csv(request, month, table, tenant=None):
     section = presentation.section_by_name(presentation.report_sections(data), table)
     if section is None:
         raise Http404(_("No table named %(t)s in this report.") % {"t": table})
-    name = f"gpuportal-{month:%Y-%m}-{scope.name if scope else 'platform'}-{table}.csv"
-    response = HttpResponse(section.csv(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
+    return _csv_response(section, f"gpuportal-{month:%Y-%m}-{scope.name if scope else 'platform'}-{table}.csv")
 
 
 @login_required
@@ -85,8 +88,6 @@ def operations_dashboard(request):
         section = next((s for g in groups for s in g["sections"] if s.name == table), None)
         if section is None:
             raise Http404(_("No table named %(t)s on this dashboard.") % {"t": table})
-        response = HttpResponse(section.csv(), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="gpuportal-operations-{table}.csv"'
-        return response
+        return _csv_response(section, f"gpuportal-operations-{table}.csv")
     return render(request, "metering/operations.html", {"groups": groups, "days": days, "days_text": str(days),
                                                         "choices": operations.WINDOW_CHOICES})

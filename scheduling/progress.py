@@ -13,24 +13,18 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from gpuportal.validation import whole_number
+
 from .models import Job, JobArtifact, JobCheckpoint
 
 MAX_ARTIFACTS_PER_REPORT = 50
 
 
 def _count(data, name, errors, label):
-    raw = data.get(name)
-    if raw in (None, ""):
+    """An optional whole number of at least 0."""
+    if data.get(name) in (None, ""):
         return None
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        errors[name] = _("%(label)s must be a whole number of at least 0.") % {"label": label}
-        return None
-    if value < 0:
-        errors[name] = _("%(label)s must be a whole number of at least 0.") % {"label": label}
-        return None
-    return value
+    return whole_number(errors, data, name, 0, 2 ** 63 - 1, label)
 
 
 def record_report(job: Job, data: dict) -> Job:

@@ -12,6 +12,7 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from gpuportal.validation import whole_number as _int_field
 from tenants import access
 from tenants.models import Project, Quota, Tenant
 
@@ -53,33 +54,6 @@ def submittable_projects(user):
     """Projects of tenants where ``user`` may submit jobs."""
     projects = Project.objects.visible_to(user).select_related("tenant")
     return [p for p in projects if access.can_submit(user, p.tenant_id)]
-
-
-def _int_field(errors: dict, data: dict, field: str, minimum: int, maximum: int, label: str,
-               too_large: str | None = None) -> int | None:
-    """Parse a whole number within [minimum, maximum]; on failure record a message naming the limit."""
-    raw = data.get(field)
-    if raw in (None, ""):
-        errors[field] = _("%(label)s is required.") % {"label": label}
-        return None
-    try:
-        if isinstance(raw, bool):
-            raise ValueError
-        value = int(raw)
-        if isinstance(raw, float) and raw != value:
-            raise ValueError
-    except (TypeError, ValueError):
-        errors[field] = _("%(label)s must be a whole number, not %(value)r.") % {"label": label, "value": raw}
-        return None
-    if value < minimum:
-        errors[field] = _("%(label)s must be at least %(min)d (got %(value)d).") % {
-            "label": label, "min": minimum, "value": value}
-        return None
-    if value > maximum:
-        errors[field] = (too_large or _("%(label)s must be at most %(max)d (got %(value)d).")) % {
-            "label": label, "max": maximum, "value": value}
-        return None
-    return value
 
 
 def _resolve_project(user, data: dict, errors: dict) -> Project | None:

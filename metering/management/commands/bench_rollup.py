@@ -22,9 +22,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.test import RequestFactory
 
+from gpuportal.dates import day_start, next_month
 from gpuportal.db import bulk_insert
 from metering import reports
-from metering.rollup import day_start, next_month, rollup
+from metering.rollup import rollup
 from scheduling.demo import seed_structure
 from scheduling.models import GPU, Cluster, GpuReading, Job, JobAllocation, JobEvent, JobStatus, Node, TaskType
 from tenants.models import PlatformRole, Project, Tenant

@@ -6,7 +6,8 @@ from datetime import date, timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from metering.rollup import RollupRangeError, local_day, rollup
+from gpuportal.dates import local_day
+from metering.rollup import RollupRangeError, rollup
 
 
 def _day(text: str, name: str) -> date:

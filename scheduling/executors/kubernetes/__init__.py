@@ -29,8 +29,8 @@ _prepared: set[tuple] = set()
 _prepared_lock = threading.Lock()
 
 
-def spec_for(job) -> manifests.JobSpec:
-    nodes = getattr(job, "placement_nodes", None)  # set by dispatch_many for a batch
+def spec_for(job, nodes=None) -> manifests.JobSpec:
+    nodes = nodes or getattr(job, "placement_nodes", None)  # set by dispatch_many for a batch
     if nodes is None:
         nodes = sorted(set(job.allocations.filter(released_at__isnull=True).values_list("gpu__node__name", flat=True)))
     return manifests.JobSpec(
@@ -73,18 +73,16 @@ class KubernetesExecutor(Executor):
         key = (self.cluster.pk, "tenant", tenant.name)
         if key in _prepared:
             return
-        limit = sum(q.limit_gpus for q in tenant.quotas.all())
-        self._create(manifests.namespace(self.prefix, tenant.name))
-        if not self._create(manifests.resource_quota(self.prefix, tenant.name, limit)):
-            self.raw(self.core.patch_namespaced_resource_quota, "gpuportal-gpus",
-                     manifests.namespace_name(self.prefix, tenant.name),
-                     {"spec": {"hard": {"requests.nvidia.com/gpu": str(limit)}}})
-        self._create(manifests.network_policy(self.prefix, tenant.name))
-        if self.cluster.tenant_storage_gib:
-            self._create(manifests.storage_claim(self.prefix, tenant.name, self.cluster.tenant_storage_gib,
-                                                 self.cluster.storage_class))
+        for body in self.tenant_manifests(tenant):
+            if not self._create(body) and body["kind"] == "ResourceQuota":  # the limit may have changed since
+                self.raw(self.core.patch_namespaced_resource_quota, body["metadata"]["name"],
+                         body["metadata"]["namespace"], {"spec": body["spec"]})
         with _prepared_lock:
             _prepared.add(key)
+
+    def tenant_manifests(self, tenant) -> list[dict]:
+        return manifests.for_tenant(self.prefix, tenant.name, sum(q.limit_gpus for q in tenant.quotas.all()),
+                                    self.cluster.tenant_storage_gib, self.cluster.storage_class)
 
     def prepare_task_type(self, task_type) -> None:
         key = (self.cluster.pk, "priority", task_type.code)

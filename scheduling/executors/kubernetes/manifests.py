@@ -97,6 +97,14 @@ def storage_claim(prefix: str, tenant: str, gib: int, storage_class: str = "") -
             "spec": spec}
 
 
+def for_tenant(prefix: str, tenant: str, gpu_limit: int, storage_gib: int = 0, storage_class: str = "") -> list[dict]:
+    """A tenant's namespace and what isolates it, in creation order."""
+    objects = [namespace(prefix, tenant), resource_quota(prefix, tenant, gpu_limit), network_policy(prefix, tenant)]
+    if storage_gib:
+        objects.append(storage_claim(prefix, tenant, storage_gib, storage_class))
+    return objects
+
+
 def priority_class(code: str, priority: int, description: str = "") -> dict:
     """One per task type. Preemption stays with the portal's scheduler, so Kubernetes never preempts."""
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",

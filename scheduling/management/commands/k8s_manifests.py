@@ -4,7 +4,7 @@ import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduling.executors.kubernetes import manifests
+from scheduling.executors.kubernetes import manifests, spec_for
 from scheduling.models import Cluster, Job
 
 
@@ -17,40 +17,26 @@ class Command(BaseCommand):
         group.add_argument("--example", choices=manifests.EXAMPLES, help="A made-up job of this shape.")
 
     def handle(self, *args, job=None, example=None, **options):
+        token = "<job token: issued at dispatch>"  # noqa: S105 - a placeholder, printed
         if example:
-            spec, prefix, share, claim = manifests.example_spec(example), "gp-", None, False
-            tenant_objects = [manifests.namespace(prefix, spec.tenant),
-                              manifests.resource_quota(prefix, spec.tenant, 16),
-                              manifests.network_policy(prefix, spec.tenant)]
-            priority = manifests.priority_class(spec.task_type, 80)
+            spec = manifests.example_spec(example)
+            objects = [*manifests.for_tenant("gp-", spec.tenant, 16), manifests.priority_class(spec.task_type, 80),
+                       *manifests.for_job("gp-", spec, settings.PORTAL_URL, token)]
         else:
             found = Job.objects.select_related("tenant", "project", "task_type", "cluster").filter(pk=job).first()
             if found is None:
                 raise CommandError(f"--job: no job #{job}.")
-            allocations = list(found.allocations.select_related("gpu__node"))
-            if not allocations:
+            nodes = tuple(sorted(set(found.allocations.values_list("gpu__node__name", flat=True))))
+            if not nodes:
                 raise CommandError(f"--job: job #{job} has no placement yet (it is {found.status}); its manifests "
                                    "exist once the scheduler admits it. Try --example multi-node.")
-            cluster = found.cluster or Cluster.objects.filter(executor="kubernetes").first()
-            prefix = cluster.namespace_prefix if cluster else "gp-"
-            share = (cluster.gpu_share_resources or None) if cluster else None
-            claim = bool(cluster and cluster.tenant_storage_gib)
-            nodes = tuple(sorted({a.gpu.node.name for a in allocations}))
-            spec = manifests.JobSpec(
-                id=found.pk, attempt=found.retry_count, tenant=found.tenant.name, project=found.project.name,
-                task_type=found.task_type.code, image=found.image, command=found.command,
-                gpus_per_node=found.gpus_per_node, node_count=found.node_count, nodes=nodes,
-                max_runtime_minutes=found.max_runtime_minutes, gpu_milli=found.gpu_milli, cpu_milli=found.cpu_milli,
-                memory_mib=found.memory_mib, resume_from=(found.executor_state or {}).get("resume_from", ""))
+            cluster = found.cluster or Cluster.objects.filter(executor="kubernetes").first() or Cluster(name="example")
+            prefix = cluster.namespace_prefix
             limit = sum(q.limit_gpus for q in found.tenant.quotas.all())
-            tenant_objects = [manifests.namespace(prefix, spec.tenant),
-                              manifests.resource_quota(prefix, spec.tenant, limit),
-                              manifests.network_policy(prefix, spec.tenant)]
-            if claim:
-                tenant_objects.append(manifests.storage_claim(prefix, spec.tenant, cluster.tenant_storage_gib,
-                                                              cluster.storage_class))
-            priority = manifests.priority_class(found.task_type.code, found.task_type.priority, found.task_type.name)
-        objects = [*tenant_objects, priority, *manifests.for_job(
-            prefix, spec, settings.PORTAL_URL, "<job token: issued at dispatch>", share_resources=share,
-            data_claim=claim)]
+            objects = [*manifests.for_tenant(prefix, found.tenant.name, limit, cluster.tenant_storage_gib,
+                                             cluster.storage_class),
+                       manifests.priority_class(found.task_type.code, found.task_type.priority, found.task_type.name),
+                       *manifests.for_job(prefix, spec_for(found, nodes), settings.PORTAL_URL, token,
+                                          share_resources=cluster.gpu_share_resources or None,
+                                          data_claim=bool(cluster.tenant_storage_gib))]
         self.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False))

@@ -135,9 +135,14 @@ def _allocation_pieces(t0: datetime, t1: datetime, now: datetime):
             yield day, key, gpu_id, piece_start, piece_end, float(fraction)
 
 
+def _jobs_overlapping(t0: datetime, t1: datetime):
+    """Jobs whose life (submission to end, or now) overlaps ``[t0, t1)``."""
+    return Job.objects.filter(submitted_at__lt=t1).filter(Q(finished_at__isnull=True) | Q(finished_at__gte=t0))
+
+
 def _job_facts(t0: datetime, t1: datetime) -> list[JobFact]:
     """Facts of every job whose life overlaps ``[t0, t1)``."""
-    overlapping = Job.objects.filter(submitted_at__lt=t1).filter(Q(finished_at__isnull=True) | Q(finished_at__gte=t0))
+    overlapping = _jobs_overlapping(t0, t1)
     timeline = {row["job_id"]: row for row in JobEvent.objects.filter(job__in=overlapping).values("job_id").annotate(
         first_admitted=Min("at", filter=Q(to_status=JobStatus.ADMITTED)),
         preemptions=Count("id", filter=Q(to_status=JobStatus.PREEMPTED)),
@@ -251,8 +256,7 @@ def rollup(start: date, end: date, now: datetime | None = None, force: bool = Fa
         result.pieces, result.daily_rows = len(pieces), len(daily)
 
         facts = _job_facts(t0, t1)
-        JobFact.objects.filter(job__in=Job.objects.filter(submitted_at__lt=t1).filter(
-            Q(finished_at__isnull=True) | Q(finished_at__gte=t0))).delete()
+        JobFact.objects.filter(job__in=_jobs_overlapping(t0, t1)).delete()
         bulk_insert(JobFact, facts)
         result.job_facts = len(facts)
         for fact in facts:  # waiting jobs count towards demand until their first admission (or their end)

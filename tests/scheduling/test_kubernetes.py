@@ -237,3 +237,14 @@ def test_fake_server_selectors_patch_and_status_bodies(kube):
         core.create_namespaced_secret("nope", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}})
     assert no_namespace.value.status == 404
     assert client.VersionApi(api_client(kube.cluster)).get_code().minor == "30"
+
+
+def test_a_changed_limit_reaches_the_resource_quota_at_the_next_dispatch(kube, users):
+    from tenants.models import Quota
+
+    submit(users, gpus_per_node=1)
+    Quota.objects.filter(tenant__name="vision", gpu_model=MODEL).update(limit_gpus=24)
+    submit(users, gpus_per_node=1)
+    limits = sum(Quota.objects.filter(tenant__name="vision").values_list("limit_gpus", flat=True))
+    assert kube.fake.get("resourcequotas", "gp-vision", "gpuportal-gpus")["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": str(limits)}

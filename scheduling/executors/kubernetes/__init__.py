@@ -69,11 +69,13 @@ class KubernetesExecutor(Executor):
         return create(fn, *args, body, _preload_content=False)
 
     def prepare_tenant(self, tenant) -> None:
-        """Namespace, quota, network policy and data claim of ``tenant`` (once per process and cluster)."""
-        key = (self.cluster.pk, "tenant", tenant.name)
+        """Namespace, quota, network policy and data claim of ``tenant``: once per process, cluster and
+        content, so a changed limit reaches the ResourceQuota at the next dispatch."""
+        bodies = self.tenant_manifests(tenant)
+        key = (self.cluster.pk, "tenant", json.dumps(bodies, sort_keys=True))
         if key in _prepared:
             return
-        for body in self.tenant_manifests(tenant):
+        for body in bodies:
             if not self._create(body) and body["kind"] == "ResourceQuota":  # the limit may have changed since
                 self.raw(self.core.patch_namespaced_resource_quota, body["metadata"]["name"],
                          body["metadata"]["namespace"], {"spec": body["spec"]})

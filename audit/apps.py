@@ -7,4 +7,14 @@ class AuditConfig(AppConfig):
     verbose_name = "Audit log"
 
     def ready(self):
-        from . import receivers  # noqa: F401  (model changes made in the Django admin are audited too)
+        # Models can be imported only once the app registry is ready, so not at the top of this module.
+        from tenants.models import Membership, PlatformRole, Quota
+
+        from .models import AuditAction as A
+        from .registry import audit_changes
+
+        audit_changes(Quota, A.QUOTA_CHANGE, A.QUOTA_CHANGE, A.QUOTA_CHANGE,
+                      ["tenant", "gpu_model", "guaranteed_gpus", "limit_gpus"])
+        audit_changes(Membership, A.MEMBERSHIP_ADD, A.MEMBERSHIP_CHANGE, A.MEMBERSHIP_REMOVE,
+                      ["user", "tenant", "role"])
+        audit_changes(PlatformRole, A.PLATFORM_ROLE_ADD, A.PLATFORM_ROLE_ADD, A.PLATFORM_ROLE_REMOVE, ["user", "role"])

@@ -17,6 +17,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
+from tenants.models import Tenant
+
 from .models import AuditChainHead, AuditRecord
 
 #: Key of the advisory lock that serialises appends ("GPUAUDIT").
@@ -84,8 +86,6 @@ def record(action: str, obj=None, *, before=None, after=None, reason: str = "", 
         object_id = object_id or str(obj.pk)
         object_repr = object_repr or str(obj)[:300]
         if tenant is None:
-            from tenants.models import Tenant
-
             tenant = obj if isinstance(obj, Tenant) else (obj.tenant if getattr(obj, "tenant_id", None) else None)
     with transaction.atomic():
         if connection.vendor == "postgresql":

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from django.utils import timezone
 
 from scheduling import engine
-from scheduling.scheduler import load_snapshots
+from scheduling.snapshots import load_snapshots
 
 #: A waiting job is "delayed" when its estimated start moves later by more than this (seconds).
 DELAY_TOLERANCE = 60.0

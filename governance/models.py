@@ -127,7 +127,7 @@ class IdlePolicy(TimeStampedModel):
     cluster); without one, the GOVERNANCE settings apply."""
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, null=True, blank=True,
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, null=True, blank=True,
                                 related_name="+")
     task_type = models.ForeignKey("scheduling.TaskType", on_delete=models.CASCADE, null=True, blank=True,
                                   related_name="+")

@@ -12,13 +12,12 @@ from scheduling.signals import job_status_changed
 
 from .models import NotificationKind
 from .notifications import notify
+from .services import request_admission
 
 
 @receiver(job_status_changed)
 def _on_job_status_changed(sender, jobs, from_status, to_status, reasons, actor, at, **kwargs):
     if to_status == JobStatus.PENDING and from_status == "":
-        from .services import request_admission
-
         for job in jobs:
             request_admission(job)
         return

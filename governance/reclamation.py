@@ -19,10 +19,10 @@ from django.utils.translation import gettext as _
 
 from audit import log as audit
 from audit.models import AuditAction
-from scheduling import lifecycle
-from scheduling.executors import executor_for
-from scheduling.models import GpuReading, Job, JobAllocation, JobEvent, JobStatus
-from scheduling.services import request_scheduling_pass
+from fleet.models import GpuReading
+from scheduling import job_actions
+from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
+from scheduling.tasks import request_scheduling_pass
 
 from .models import IdlePolicy, IdleWatch, NotificationKind
 from .notifications import notify
@@ -93,8 +93,8 @@ def check_idle_jobs(now=None) -> dict:
         if evidence is None:
             if watch is not None:
                 watch.delete()
-                JobEvent.objects.create(job=job, at=now, kind=JobEvent.Kind.RECLAMATION, from_status=job.status,
-                                        to_status=job.status, reason=_("Busy again: the idle warning is withdrawn."))
+                job_actions.note(job, JobEvent.Kind.RECLAMATION, _("Busy again: the idle warning is withdrawn."),
+                                 at=now)
                 summary["withdrawn"] += 1
             continue
         if watch is None:
@@ -114,8 +114,7 @@ def _warn(job: Job, rule: Rule, evidence: dict, now) -> None:
         "p": max(g["max_pct"] for g in evidence["gpus"]), "at": timezone.localtime(deadline).strftime("%Y-%m-%d %H:%M")}
     with transaction.atomic():
         IdleWatch.objects.create(job=job, warned_at=now, evidence=evidence)
-        JobEvent.objects.create(job=job, at=now, kind=JobEvent.Kind.RECLAMATION, from_status=job.status,
-                                to_status=job.status, reason=text, data=evidence)
+        job_actions.note(job, JobEvent.Kind.RECLAMATION, text, data=evidence, at=now)
     notify([job.owner], NotificationKind.RECLAMATION_WARNING, _("Job #%(id)d %(name)s is idle") % {
         "id": job.pk, "name": job.name}, text, f"/jobs/{job.pk}/")
 
@@ -124,13 +123,11 @@ def _reclaim(job: Job, watch: IdleWatch, evidence: dict, now) -> None:
     text = _("Reclaimed: its GPUs stayed idle (below %(t)d %%) through the warning and the grace period.") % {
         "t": evidence["threshold_pct"]}
     with transaction.atomic():
-        lifecycle.transition(job, JobStatus.CANCELLED, text, at=now, data={"reclaimed": True, "evidence": evidence})
+        job_actions.reclaim_job(job, text, now, {"reclaimed": True, "evidence": evidence})
         watch.reclaimed_at, watch.evidence = now, evidence
         watch.save(update_fields=["reclaimed_at", "evidence"])
         audit.record(AuditAction.JOB_RECLAIM, job, actor=None, reason=text, before={"status": JobStatus.RUNNING},
                      after={"status": JobStatus.CANCELLED, "evidence": evidence})
-    if job.cluster_id:
-        executor_for(job.cluster).stop(job)
     notify([job.owner], NotificationKind.RECLAMATION_ACTION, _("Job #%(id)d %(name)s was reclaimed") % {
         "id": job.pk, "name": job.name}, text, f"/jobs/{job.pk}/")
     request_scheduling_pass()

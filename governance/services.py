@@ -20,12 +20,13 @@ from django.utils.translation import gettext as _
 
 from audit import log as audit
 from audit.models import AuditAction
+from fleet.catalogue import gpu_model_catalogue
 from gpuportal.validation import whole_number
-from scheduling import lifecycle
-from scheduling.models import GPU, Job, JobEvent, JobStatus, Reservation, TaskType
-from scheduling.services import request_scheduling_pass
-from tenants import access
-from tenants.models import Quota, QuotaBurst, Role, Tenant
+from scheduling import job_actions, lifecycle
+from scheduling.models import Job, JobStatus, TaskType
+from scheduling.tasks import request_scheduling_pass
+from tenants import access, quotas
+from tenants.models import Quota, Role, Tenant
 
 from . import impact as what_if
 from .models import ApproverScope, NotificationKind, PriorityRequest, RequestKind, RequestState
@@ -91,11 +92,12 @@ def _tenant(user, data, errors, roles):
 
 def _gpu_model(data, errors):
     model = str(data.get("gpu_model", "")).strip()
-    known = sorted(set(GPU.objects.values_list("model", flat=True)))
-    if model not in known:
-        errors["gpu_model"] = _("Unknown GPU model %(m)r; known: %(k)s.") % {"m": model, "k": ", ".join(known) or "-"}
+    catalogue = gpu_model_catalogue()
+    if model not in catalogue:
+        errors["gpu_model"] = _("Unknown GPU model %(m)r; known: %(k)s.") % {
+            "m": model, "k": ", ".join(catalogue) or "-"}
         return None, 0
-    return model, GPU.objects.filter(model=model).count()
+    return model, catalogue[model].total_gpus
 
 
 def _window(data, errors, now):
@@ -272,11 +274,6 @@ def decide(user, request: PriorityRequest, approve: bool, comment: str = "") -> 
     return request
 
 
-def _job_event(job: Job, reason: str, actor, data: dict) -> None:
-    JobEvent.objects.create(job=job, at=timezone.now(), kind=JobEvent.Kind.APPROVAL, from_status=job.status,
-                            to_status=job.status, reason=reason, actor=actor, data=data)
-
-
 def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
     """Make the approved change; returns what changed, for the audit record."""
     who = user.get_username()
@@ -287,34 +284,32 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
                                  actor=user)
         return {"job": job.pk, "status": job.status}
     if request.kind == K.PRIORITY:
-        job = Job.objects.get(pk=request.job_id)
-        before = {"task_type": job.task_type.code, "priority": job.priority}
-        Job.objects.filter(pk=job.pk).update(task_type=request.task_type, priority=request.task_type.priority)
-        _job_event(job, _("Priority raised to %(t)s (%(p)d) by %(u)s's approval of request #%(r)d.") % {
-            "t": request.task_type.name, "p": request.task_type.priority, "u": who, "r": request.pk}, user,
-            {"request": request.pk, "before": before})
+        job = Job.objects.select_related("task_type").get(pk=request.job_id)
+        before = job_actions.change_task_type(
+            job, request.task_type, _("Priority raised to %(t)s (%(p)d) by %(u)s's approval of request #%(r)d.") % {
+                "t": request.task_type.name, "p": request.task_type.priority, "u": who, "r": request.pk},
+            actor=user, data={"request": request.pk})
         return {"job": job.pk, "before": before, "task_type": request.task_type.code,
                 "priority": request.task_type.priority}
     if request.kind == K.RUNTIME_EXTENSION:
         job = Job.objects.get(pk=request.job_id)
-        before = job.max_runtime_minutes
-        Job.objects.filter(pk=job.pk).update(max_runtime_minutes=request.max_runtime_minutes)
-        _job_event(job, _("Max runtime extended from %(a)d to %(b)d minutes by %(u)s (request #%(r)d).") % {
-            "a": before, "b": request.max_runtime_minutes, "u": who, "r": request.pk}, user, {"request": request.pk})
+        before = job_actions.extend_runtime(
+            job, request.max_runtime_minutes,
+            _("Max runtime extended from %(a)d to %(b)d minutes by %(u)s (request #%(r)d).") % {
+                "a": job.max_runtime_minutes, "b": request.max_runtime_minutes, "u": who, "r": request.pk},
+            actor=user, data={"request": request.pk})
         return {"job": job.pk, "max_runtime_minutes_before": before,
                 "max_runtime_minutes": request.max_runtime_minutes}
     if request.kind == K.BURST:
-        burst = QuotaBurst.objects.create(tenant=request.tenant, gpu_model=request.gpu_model, extra_gpus=request.gpus,
-                                          start=request.start, end=request.end, granted_by=user)
+        burst = quotas.grant_burst(request.tenant, request.gpu_model, request.gpus, request.start, request.end,
+                                   granted_by=user)
         return {"burst": burst.pk, "gpu_model": request.gpu_model, "extra_gpus": request.gpus,
                 "start": request.start.isoformat(), "end": request.end.isoformat()}
     if request.kind == K.RESERVATION:
-        reservation = Reservation.objects.create(tenant=request.tenant, gpu_model=request.gpu_model,
-                                                 gpus=request.gpus, start=request.start, end=request.end,
-                                                 created_by=user)
+        reservation = job_actions.create_reservation(request.tenant, request.gpu_model, request.gpus,
+                                                     request.start, request.end, created_by=user)
         return {"reservation": reservation.pk}
-    quota, _created = Quota.objects.update_or_create(tenant=request.tenant, gpu_model=request.gpu_model, defaults={
-        "guaranteed_gpus": request.guaranteed, "limit_gpus": request.limit})
+    quota = quotas.set_quota(request.tenant, request.gpu_model, request.guaranteed, request.limit)
     return {"quota": quota.pk, "guaranteed": request.guaranteed, "limit": request.limit}
 
 

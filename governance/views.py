@@ -10,9 +10,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from fleet.models import GPU
 from gpuportal.dates import day_start
-from scheduling.models import GPU, Job, Reservation
-from scheduling.services import quota_usage
+from scheduling.models import Job, Reservation
+from scheduling.queries import quota_usage
 
 from . import services
 from .forms import PreferencesForm, RequestForm

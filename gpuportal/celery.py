@@ -25,7 +25,7 @@ def beat_schedule() -> dict:
     from django.conf import settings
 
     return {
-        "poll-agents": {"task": "scheduling.tasks.poll_agents", "schedule": _interval("POLL_INTERVAL_SECONDS", 15)},
+        "poll-agents": {"task": "fleet.tasks.poll_agents", "schedule": _interval("POLL_INTERVAL_SECONDS", 15)},
         "scheduling-pass": {
             "task": "scheduling.tasks.run_scheduling_pass",
             "schedule": _interval("PASS_INTERVAL_SECONDS", 10),
@@ -39,7 +39,7 @@ def beat_schedule() -> dict:
         "watch-kubernetes": {"task": "scheduling.tasks.watch_kubernetes",
                              "schedule": float(settings.KUBERNETES["WATCH_SECONDS"]) + 2},
         "resync-kubernetes": {"task": "scheduling.tasks.resync_kubernetes", "schedule": 60},
-        "prune-readings": {"task": "scheduling.tasks.prune_readings", "schedule": 6 * 3600},
+        "prune-readings": {"task": "fleet.tasks.prune_readings", "schedule": 6 * 3600},
         "sync-job-status": {
             "task": "scheduling.tasks.sync_job_status",
             "schedule": _interval("SYNC_INTERVAL_SECONDS", 5),

@@ -12,3 +12,22 @@ class TimeStampedModel(models.Model):
 
     class Meta:
         abstract = True
+
+
+class OperationalCounter(models.Model):
+    """A counter or gauge for ``/metrics`` that several processes (workers, beat, web) add to.
+
+    Kept in the database so that a scrape of any web process sees what every worker counted.
+    """
+
+    name = models.CharField(max_length=100)
+    labels = models.CharField(max_length=200, blank=True, help_text="Prometheus label text, e.g. cluster=\"sim\".")
+    value = models.FloatField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "metering_operationalcounter"  # moved from metering; the table keeps its name
+        constraints = [models.UniqueConstraint(fields=["name", "labels"], name="operational_counter_unique")]
+
+    def __str__(self):
+        return f"{self.name}{{{self.labels}}} {self.value}"

@@ -48,11 +48,15 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "gpuportal",
     "tenants",
+    "audit",
+    "fleet",
     "scheduling",
     "metering",
-    "audit",
     "governance",
+    "demo",
+    "bench",
 ]
 
 MIDDLEWARE = [
@@ -81,6 +85,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
                 "tenants.context_processors.roles",
+                "governance.context_processors.notifications",
             ],
         },
     },

@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("scheduling.api.urls")),
+    path("api/", include("fleet.api.urls")),
     path("api/", include("metering.api.urls")),
     path("api/", include("audit.api.urls")),
     path("api/", include("governance.api.urls")),
@@ -20,5 +21,6 @@ urlpatterns = [
     path("audit/", include("audit.urls")),
     path("metrics", metrics, name="metrics"),
     path("reports/", include("metering.urls")),
+    path("", include("fleet.urls")),
     path("", include("scheduling.urls")),
 ]

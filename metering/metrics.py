@@ -14,10 +14,10 @@ from django.http import HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from scheduling.models import GPU, Job, Node
-
-from .models import OperationalCounter
-from .telemetry import label_text
+from fleet.models import GPU, Node
+from gpuportal.models import OperationalCounter
+from gpuportal.telemetry import label_text
+from scheduling.models import Job
 
 HELP = {
     "gpuportal_queue_depth": ("gauge", "Jobs waiting (queued or pending approval) per tenant and GPU model."),

@@ -44,7 +44,7 @@ class GpuPrice(TimeStampedModel):
 class UsageFields(models.Model):
     """The attribution key and the measures shared by the daily and monthly usage tables."""
 
-    cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="+")
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -170,21 +170,3 @@ class MonthlyReport(models.Model):
 
     def __str__(self):
         return f"{self.month:%Y-%m} {self.tenant or 'platform'} ({self.generated_at:%Y-%m-%d %H:%M})"
-
-
-class OperationalCounter(models.Model):
-    """A counter or gauge for ``/metrics`` that several processes (workers, beat, web) add to.
-
-    Kept in the database so that a scrape of any web process sees what every worker counted.
-    """
-
-    name = models.CharField(max_length=100)
-    labels = models.CharField(max_length=200, blank=True, help_text="Prometheus label text, e.g. cluster=\"sim\".")
-    value = models.FloatField(default=0)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["name", "labels"], name="operational_counter_unique")]
-
-    def __str__(self):
-        return f"{self.name}{{{self.labels}}} {self.value}"

@@ -15,8 +15,9 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from fleet.models import NodeEvent
 from gpuportal.dates import day_start, local_day
-from scheduling.models import NodeEvent
+from scheduling.models import Job, JobStatus
 from tenants.models import Membership, PlatformRole
 
 from .models import CapacityDaily, JobFact, UsageDaily
@@ -139,8 +140,6 @@ def _jobs(facts, t0, day, model) -> list[Section]:
 
 def _checkpoint_section(t0) -> Section:
     """Running jobs with a recent checkpoint, running jobs without one, failed jobs that can resume."""
-    from scheduling.models import Job, JobStatus
-
     now = timezone.now()
     running = Job.objects.filter(status=JobStatus.RUNNING)
     recent = running.filter(checkpoints__at__gte=now - timedelta(hours=24)).distinct().count()

@@ -18,9 +18,12 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from audit import log as audit
+from audit.models import AuditAction
+from fleet.models import GPU
 from gpuportal.dates import day_start, local_day, month_start, next_month
-from scheduling.models import GPU, FailureCategory
-from tenants.models import Quota, Tenant
+from scheduling.models import FailureCategory
+from tenants.models import Project, Quota, Tenant
 
 from .models import CapacityDaily, JobFact, MonthlyReport, UsageDaily, UsageMonthly
 from .rollup import rollup
@@ -166,8 +169,6 @@ def build_report(month: date, tenant: Tenant | None = None, now: datetime | None
 
 
 def _project_label():
-    from tenants.models import Project
-
     names = {pk: f"{t}/{p}" for pk, t, p in Project.objects.values_list("pk", "tenant__name", "name")}
     return lambda pk: names.get(pk, str(pk))
 
@@ -332,9 +333,6 @@ def regenerate(month: date, tenant: Tenant | None, actor, reason: str, now: date
         MonthlyReport.objects.filter(month=month, tenant=tenant, superseded_at__isnull=True).update(superseded_at=now)
         snapshot = MonthlyReport.objects.create(month=month, tenant=tenant, data=build_report(month, tenant, now),
                                                 generated_at=now, generated_by=actor, reason=reason.strip()[:500])
-        from audit import log as audit
-        from audit.models import AuditAction
-
         audit.record(AuditAction.REPORT_REGENERATE, snapshot, actor=actor, tenant=tenant, reason=snapshot.reason,
                      before={"snapshot": old.pk, "gpu_hours_allocated": old.data.get("gpu_hours_allocated")}
                      if old else None,

@@ -32,9 +32,10 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from fleet.models import GPU, GpuReading, NodeReading
 from gpuportal.dates import day_start, local_day, month_start, next_month
 from gpuportal.db import bulk_insert
-from scheduling.models import GPU, GpuReading, Job, JobAllocation, JobEvent, JobStatus, NodeReading
+from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
 
 from .models import CapacityDaily, GpuPrice, JobFact, UsageDaily, UsageMonthly
 

@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.utils.translation import gettext as _
 
-from scheduling.models import GPU
+from fleet.models import GPU
 from tenants import access
 from tenants.models import Tenant
 

@@ -8,6 +8,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from gpuportal.dates import local_day, month_start
+from tenants.models import Tenant
 
 from . import reports
 from .rollup import rollup
@@ -23,8 +24,6 @@ def rollup_recent() -> dict:
 @shared_task
 def freeze_last_month() -> list[str]:
     """Freeze the platform report and every tenant's report of the month that closed last."""
-    from tenants.models import Tenant
-
     last_month = month_start(month_start(local_day(timezone.now())) - timedelta(days=1))
     frozen = []
     for tenant in [None, *Tenant.objects.all()]:

@@ -1,8 +1,10 @@
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
-from . import agent_tokens
-from .models import GPU, Cluster, Job, JobEvent, Node, NodeEvent, Reservation, TaskType
+from fleet import agent_tokens
+from fleet.models import GPU, Cluster, Node, NodeEvent
+
+from .models import Job, JobEvent, Reservation, TaskType
 
 
 @admin.register(Cluster)

@@ -5,3 +5,18 @@ from django.utils.translation import gettext_lazy as _
 class SchedulingConfig(AppConfig):
     name = "scheduling"
     verbose_name = _("Scheduling")
+
+    def ready(self):
+        # Models can be imported only once the app registry is ready, so not at the top of this module.
+        from audit.models import AuditAction
+        from audit.registry import audit_changes
+        from fleet import occupancy, signals
+
+        from .models import Reservation
+        from .occupancy import JobOccupancy, mark_jobs_hit_by_fault, pass_after_capacity_change
+
+        occupancy.register(JobOccupancy())
+        signals.hardware_fault.connect(mark_jobs_hit_by_fault, dispatch_uid="scheduling-hardware-fault")
+        signals.capacity_changed.connect(pass_after_capacity_change, dispatch_uid="scheduling-capacity-changed")
+        audit_changes(Reservation, AuditAction.RESERVATION_CREATE, AuditAction.RESERVATION_CHANGE,
+                      AuditAction.RESERVATION_DELETE, ["tenant", "gpu_model", "gpus", "start", "end"])

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from gpuportal import telemetry
 from gpuportal.db import bulk_set
 
 from . import lifecycle
@@ -31,8 +32,6 @@ KEPT_STATE = ("attempts", "avoid_nodes", "resume_from")
 
 
 def _fail(job: Job, exc: Exception) -> None:
-    from metering import telemetry
-
     telemetry.increment("gpuportal_dispatch_errors_total", cluster=job.cluster.name)
     message = _("Dispatch failed: the cluster %(c)s refused the job's objects after every retry: %(error)s") % {
         "c": job.cluster.name, "error": exc}

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .models import ACTIVE_STATUSES, TERMINAL_STATUSES, Job, JobAllocation, JobEvent, JobQueueState, JobStatus
+from .signals import job_status_changed
 
 S = JobStatus
 
@@ -104,8 +105,6 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
 
 def _announce(jobs, from_status, to_status, reasons, actor, at) -> None:
     """Tell listeners (notifications, approvals) once the change is committed."""
-    from .signals import job_status_changed
-
     transaction.on_commit(lambda: job_status_changed.send(
         sender=Job, jobs=list(jobs), from_status=from_status, to_status=to_status, reasons=reasons, actor=actor,
         at=at))

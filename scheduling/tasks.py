@@ -1,7 +1,10 @@
-"""Celery tasks: poll agents, run the scheduling pass, dispatch admitted jobs, sync job status.
+"""Celery tasks: run the scheduling pass, dispatch admitted jobs, sync job status; and the one way to ask
+for a pass.
 
-Each task is a thin wrapper over a service, so the embedded demo's in-process loop and a real worker
-do the same thing.
+Each task is a thin wrapper over a module that knows nothing of Celery (``scheduler``, ``dispatch``,
+``executors``): they report what they did, and the task decides what comes next (dispatch what a pass
+admitted, another pass when GPUs were freed). So the embedded demo's in-process loop and a real worker do
+the same thing, and no module below imports this one.
 """
 
 from __future__ import annotations
@@ -9,52 +12,43 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
+from fleet.models import Cluster, ExecutorKind
+
 from . import lifecycle
+from .dispatch import dispatch_many
 from .executors import executor_for
+from .executors.kubernetes.sync import ClusterSync, resync_all
 from .models import Job, JobStatus
+from .scheduler import run_pass
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task
-def poll_agents() -> dict:
-    """Poll every node agent once (concurrently), store readings and apply health changes."""
-    from .polling import poll_agents as poll
-
-    report = poll()
-    return {"polled": report.polled, "answered": report.answered, "failed": report.failed,
-            "changes": report.changes, "seconds": round(report.fetch_seconds + report.store_seconds, 3)}
-
-
-@shared_task
-def prune_readings() -> int:
-    """Drop GPU and node readings older than READINGS_RETENTION_DAYS (metering keeps the rollups)."""
-    from datetime import timedelta
-
-    from django.conf import settings
-
-    from .models import GpuReading, NodeReading
-
-    cutoff = timezone.now() - timedelta(days=settings.AGENTS["READINGS_RETENTION_DAYS"])
-    return GpuReading.objects.filter(at__lt=cutoff).delete()[0] + NodeReading.objects.filter(at__lt=cutoff).delete()[0]
+def request_scheduling_pass() -> None:
+    """Ask for a pass once the current transaction commits (inline in the embedded mode)."""
+    transaction.on_commit(lambda: run_scheduling_pass.delay())
 
 
 @shared_task
 def run_scheduling_pass() -> dict:
-    from .scheduler import run_pass
-
+    """One pass; then dispatch what it admitted, and one more pass when it preempted (the preemptors start
+    as soon as their victims have let go)."""
     report = run_pass()
-    return {"ran": report.ran, "admitted": [j for j, _w in report.admitted], "waiting": len(report.waiting),
+    if report.admitted:
+        dispatch_jobs.delay(report.admitted_ids)
+    if report.preempted:
+        run_scheduling_pass.delay()
+    return {"ran": report.ran, "admitted": report.admitted_ids, "waiting": len(report.waiting),
             "seconds": round(report.seconds, 4)}
 
 
 @shared_task
 def dispatch_job(job_id: int) -> str:
     """Hand one admitted job to its cluster's executor. Re-running it for the same job does nothing."""
-    from .dispatch import dispatch_many
-
     summary = dispatch_many([job_id])
     return "dispatched" if summary["dispatched"] else "failed" if summary["failed"] else "skipped"
 
@@ -62,8 +56,6 @@ def dispatch_job(job_id: int) -> str:
 @shared_task
 def dispatch_jobs(job_ids: list[int]) -> dict:
     """Hand the jobs one scheduling pass admitted to their clusters, concurrently."""
-    from .dispatch import dispatch_many
-
     return dispatch_many(job_ids)
 
 
@@ -85,8 +77,6 @@ def sync_job_status() -> int:
             continue  # cancelled meanwhile
         changed += 1
     if changed:
-        from .services import request_scheduling_pass
-
         request_scheduling_pass()
     return changed
 
@@ -95,11 +85,6 @@ def sync_job_status() -> int:
 def watch_kubernetes() -> dict:
     """Follow pod events of every Kubernetes cluster for one beat interval (resuming at the stored
     resourceVersion), storing job state changes as they come."""
-    from django.conf import settings
-
-    from .executors.kubernetes.sync import ClusterSync
-    from .models import Cluster, ExecutorKind
-
     seconds = settings.KUBERNETES["WATCH_SECONDS"]
     out = {}
     clusters = list(Cluster.objects.filter(executor=ExecutorKind.KUBERNETES))
@@ -110,12 +95,15 @@ def watch_kubernetes() -> dict:
         except Exception as exc:  # an unreachable cluster must not stop the others
             logger.exception("watch of cluster %s failed", cluster.name)
             out[cluster.name] = {"error": str(exc)}
+    if any(entry.get("changed") for entry in out.values()):
+        request_scheduling_pass()
     return out
 
 
 @shared_task
 def resync_kubernetes() -> int:
     """List and reconcile every Kubernetes job: the safety net for anything a watch missed."""
-    from .executors.kubernetes.sync import resync_all
-
-    return resync_all()
+    changed = resync_all()
+    if changed:
+        request_scheduling_pass()
+    return changed

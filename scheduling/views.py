@@ -8,12 +8,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from fleet.inventory import gpu_series
+from fleet.models import Cluster
+from fleet.queries import capacity_summary
 from tenants import access
 
-from . import services
+from . import job_actions, queries
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm
-from .models import AdminState, Job, Node
+from .models import Job
+from .progress import estimated_finish
 
 
 def _jobs(user):
@@ -25,10 +29,10 @@ def dashboard(request):
     user = request.user
     jobs = _jobs(user)
     return render(request, "scheduling/dashboard.html", {
-        "quota_rows": services.quota_usage(user),
+        "quota_rows": queries.quota_usage(user),
         "my_jobs": jobs.filter(owner=user)[:10],
         "queue": jobs.waiting().order_by("queue_state__queue_position", "submitted_at")[:20],
-        "capacity": services.capacity_summary(),
+        "capacity": capacity_summary(),
     })
 
 
@@ -46,8 +50,6 @@ def job_list(request):
 @login_required
 def job_detail(request, pk):
     job = get_object_or_404(_jobs(request.user).prefetch_related("events__actor", "allocations__gpu__node"), pk=pk)
-    from .inventory import gpu_series
-
     per_node: dict = {}
     allocations = list(job.allocations.all())
     series = gpu_series(a.gpu_id for a in allocations) if not job.is_terminal else {}
@@ -56,8 +58,6 @@ def job_detail(request, pk):
         latest = series.get(gpu.pk, {}).get("latest")
         gpu.latest_util = latest.utilization_pct if latest else None
         per_node.setdefault(gpu.node, []).append(gpu)
-    from .progress import estimated_finish
-
     return render(request, "scheduling/job_detail.html", {
         "job": job, "placement": sorted(per_node.items(), key=lambda item: item[0].name),
         "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
@@ -82,7 +82,7 @@ def job_submit(request):
 def job_cancel(request, pk):
     job = get_object_or_404(_jobs(request.user), pk=pk)
     try:
-        services.cancel_job(request.user, job, request.POST.get("reason", "").strip()[:500])
+        job_actions.cancel_job(request.user, job, request.POST.get("reason", "").strip()[:500])
         messages.success(request, _("Job #%(id)d cancelled.") % {"id": job.pk})
     except (ValidationError, PermissionDenied) as exc:
         messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
@@ -90,62 +90,8 @@ def job_cancel(request, pk):
 
 
 @login_required
-def cluster_overview(request):
-    return render(request, "scheduling/cluster.html", {"capacity": services.capacity_summary(with_nodes=True)})
-
-
-@login_required
-def inventory(request):
-    from .inventory import inventory_tree
-
-    datacenter, rack = request.GET.get("datacenter", ""), request.GET.get("rack", "")
-    return render(request, "scheduling/inventory.html", {
-        "tree": inventory_tree(request.user, datacenter=datacenter, rack=rack),
-        "datacenter": datacenter, "rack": rack})
-
-
-def _node_page(request, node, new_token=""):
-    from .inventory import gpu_rows, node_series
-
-    return render(request, "scheduling/node_detail.html", {
-        "node": node, "gpus": gpu_rows(request.user, node.gpus.all()),
-        "host": node_series([node.pk]).get(node.pk, {}), "events": node.events.select_related("actor", "gpu")[:200],
-        "can_admin": access.for_user(request.user).platform_admin, "new_token": new_token,
-        "admin_states": AdminState.choices})
-
-
-@login_required
-def node_detail(request, name):
-    node = get_object_or_404(Node.objects.select_related("cluster"), name=name)
-    return _node_page(request, node)
-
-
-@login_required
-@require_POST
-def node_action(request, name):
-    """Platform admins: cordon / drain / reactivate a node, or issue its agent token (shown once)."""
-    from . import agent_tokens
-
-    node = get_object_or_404(Node.objects.select_related("cluster"), name=name)
-    if not access.for_user(request.user).platform_admin:
-        raise PermissionDenied
-    action = request.POST.get("action", "")
-    if action == "issue_token":
-        token = agent_tokens.issue(node, actor=request.user)
-        return _node_page(request, node, new_token=token)
-    try:
-        services.set_node_admin_state(request.user, node, action, request.POST.get("reason", "").strip()[:500])
-        messages.success(request, _("Node %(n)s is now %(s)s.") % {"n": node.name, "s": node.get_state_display()})
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-    return redirect("scheduling:node-detail", name=node.name)
-
-
-@login_required
 def queue(request):
-    from .models import Cluster
-
     cluster = request.GET.get("cluster", "")
     return render(request, "scheduling/queue.html", {
-        "rows": services.cluster_queue(request.user, cluster or None), "shares": services.fair_share_report(),
+        "rows": queries.cluster_queue(request.user, cluster or None), "shares": queries.fair_share_report(),
         "clusters": Cluster.objects.all(), "cluster": cluster})

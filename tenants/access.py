@@ -25,6 +25,7 @@ def for_user(user) -> UserAccess:
     cached = getattr(user, _CACHE_ATTR, None)
     if cached is not None:
         return cached
+    # tenants.models -> scoping -> access: importing the models at the top would close that loop.
     from .models import Membership, PlatformRole
 
     if not user.is_authenticated:
@@ -69,6 +70,7 @@ def reads_whole_audit_log(user) -> bool:
 
 
 def admin_tenant_ids(user) -> list[int]:
+    # tenants.models -> scoping -> access: importing the models at the top would close that loop.
     from .models import Role
 
     return [t for t, roles in for_user(user).roles_by_tenant.items() if Role.TENANT_ADMIN in roles]
@@ -76,6 +78,7 @@ def admin_tenant_ids(user) -> list[int]:
 
 def can_submit(user, tenant_id: int) -> bool:
     """Researchers, approvers and tenant admins submit in their tenant; platform admins anywhere."""
+    # tenants.models -> scoping -> access: importing the models at the top would close that loop.
     from .models import SUBMITTING_ROLES
 
     return for_user(user).platform_admin or has_role(user, tenant_id, SUBMITTING_ROLES)
@@ -83,6 +86,7 @@ def can_submit(user, tenant_id: int) -> bool:
 
 def can_manage_job(user, tenant_id: int, owner_id: int | None) -> bool:
     """The owner (while still a submitting member), a tenant admin, or a platform admin may cancel a job."""
+    # tenants.models -> scoping -> access: importing the models at the top would close that loop.
     from .models import SUBMITTING_ROLES, Role
 
     if for_user(user).platform_admin or has_role(user, tenant_id, {Role.TENANT_ADMIN}):

@@ -7,7 +7,4 @@ def roles(request):
     if user is None or not user.is_authenticated:
         return {}
     info = access.for_user(user)
-    from governance.notifications import unread_count
-
-    return {"portal_access": info, "portal_is_tenant_admin": bool(access.admin_tenant_ids(user)),
-            "portal_unread": unread_count(user)}
+    return {"portal_access": info, "portal_is_tenant_admin": bool(access.admin_tenant_ids(user))}

@@ -3,7 +3,7 @@ import shutil
 import pytest
 from rest_framework.test import APIClient
 
-from scheduling.demo import seed_structure
+from tests.factories import build_world
 
 
 @pytest.fixture
@@ -12,7 +12,7 @@ def world(transactional_db):
 
     Transactional: submissions ask for a scheduling pass on commit, as in production, so the tests see
     what a user sees right after submitting."""
-    return seed_structure()
+    return build_world()
 
 
 @pytest.fixture

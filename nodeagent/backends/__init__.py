@@ -47,6 +47,7 @@ class DeviceBackend:
 
 
 def make_backend(name: str, **options) -> DeviceBackend:
+    # nvml.py imports DeviceBackend from this package, and the simulation is loaded only when asked for.
     from .nvml import NvmlBackend
 
     if name == "nvidia":

@@ -1,8 +1,8 @@
-from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ..models import Job, JobEvent, TaskType
+from ..submission import SUBMIT_FIELDS, SubmitField
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -98,27 +98,24 @@ class JobDetailSerializer(JobSerializer):
         read_only_fields = fields
 
 
-class JobSubmitSerializer(serializers.Serializer):
-    """What `POST /api/jobs/` takes. Validation itself lives in `scheduling.services.validate_job_request`,
-    shared with the submit form; this class documents the body for the OpenAPI schema."""
+def _submit_field(spec: SubmitField) -> serializers.Field:
+    common = {"required": spec.required, "help_text": spec.help_text}
+    if spec.kind == "int":
+        return serializers.IntegerField(min_value=spec.min_value, max_value=spec.max_value, **common)
+    if spec.kind == "float":
+        return serializers.FloatField(min_value=spec.min_value, max_value=spec.max_value, **common)
+    if spec.kind == "choice":
+        return serializers.ChoiceField(choices=[value for value, _label in spec.choices], **common)
+    if spec.kind == "bool":
+        return serializers.BooleanField(**common)
+    return serializers.CharField(max_length=spec.max_length, allow_blank=not spec.required, **common)
 
-    tenant = serializers.CharField(required=False, help_text="Tenant name; optional when the project names it.")
-    project = serializers.CharField(required=False, help_text="Project name, or tenant/project.")
-    name = serializers.CharField(required=False, allow_blank=True)
-    task_type = serializers.CharField(help_text="inference, training, research, notebook, evaluation or test.")
-    gpu_model = serializers.CharField()
-    gpus_per_node = serializers.IntegerField(min_value=1)
-    nodes = serializers.IntegerField(min_value=1, default=1)
-    image = serializers.CharField()
-    command = serializers.CharField(required=False, allow_blank=True)
-    max_runtime_minutes = serializers.IntegerField(
-        required=False, min_value=1, max_value=settings.SCHEDULER["MAX_RUNTIME_MINUTES"])
-    topology = serializers.ChoiceField(choices=["any", "same_node", "same_rack", "same_network_domain"],
-                                       required=False)
-    gpu_share = serializers.FloatField(required=False, help_text="Share of one GPU, 0.05–1 (below 1: 1 GPU, 1 node).")
-    cpus_per_node = serializers.FloatField(required=False, help_text="Default: the task type's CPUs per GPU.")
-    memory_gb_per_node = serializers.FloatField(required=False, help_text="Default: the task type's memory per GPU.")
-    requeue_on_preemption = serializers.BooleanField(required=False, default=True)
+
+#: What `POST /api/jobs/` takes, for the OpenAPI schema: built from ``submission.SUBMIT_FIELDS``, the same
+#: declaration as the page's form; ``submission.validate_job_request`` checks it.
+JobSubmitSerializer = type("JobSubmitSerializer", (serializers.Serializer,), {
+    "__doc__": "What `POST /api/jobs/` takes (one declaration with the submit form).",
+    **{spec.name: _submit_field(spec) for spec in SUBMIT_FIELDS}})
 
 
 class CancelSerializer(serializers.Serializer):
@@ -139,38 +136,3 @@ class TaskTypeSerializer(serializers.ModelSerializer):
         model = TaskType
         fields = ["code", "name", "priority", "preemptible", "requires_approval", "default_max_runtime_minutes",
                   "cpu_milli_per_gpu", "memory_mib_per_gpu"]
-
-
-class GPUSerializer(serializers.Serializer):
-    index = serializers.IntegerField()
-    uuid = serializers.CharField()
-    model = serializers.CharField()
-    memory_mb = serializers.IntegerField()
-    health = serializers.CharField()
-    ecc_dbe = serializers.IntegerField()
-    last_xid = serializers.IntegerField(allow_null=True)
-
-
-class NodeSerializer(serializers.Serializer):
-    """A node as every signed-in user may see it (no tenant data, no agent secrets)."""
-
-    name = serializers.CharField()
-    cluster = serializers.CharField(source="cluster.name")
-    gpu_model = serializers.CharField()
-    datacenter = serializers.CharField()
-    rack = serializers.CharField()
-    network_domain = serializers.CharField()
-    health = serializers.CharField()
-    admin_state = serializers.CharField()
-    schedulable = serializers.BooleanField()
-    driver_version = serializers.CharField()
-    cuda_version = serializers.CharField()
-    agent_version = serializers.CharField()
-    last_seen = serializers.DateTimeField(allow_null=True)
-    gpus = GPUSerializer(many=True)
-
-
-class AgentRegistrationSerializer(serializers.Serializer):
-    node = serializers.CharField(max_length=128)
-    url = serializers.URLField(max_length=255)
-    labels = serializers.DictField(child=serializers.CharField(max_length=64), required=False)

@@ -1,18 +1,15 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from .agents import AgentRegistrationView, NodeViewSet
 from .views import FairShareView, JobReportView, JobViewSet, QueueView, QuotaUsageView, TaskTypeViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
 router.register("task-types", TaskTypeViewSet, basename="tasktype")
-router.register("nodes", NodeViewSet, basename="node")
 
 urlpatterns = [
     path("quotas/", QuotaUsageView.as_view(), name="quota-usage"),
     path("jobs/<int:pk>/report/", JobReportView.as_view(), name="job-report"),
-    path("agents/register/", AgentRegistrationView.as_view(), name="agent-register"),
     path("queue/", QueueView.as_view(), name="queue"),
     path("fair-share/", FairShareView.as_view(), name="fair-share"),
     *router.urls,

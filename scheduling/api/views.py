@@ -1,11 +1,16 @@
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import services
+from gpuportal.api import StandardPagination
+
+from .. import job_actions, job_tokens, progress, queries, submission
 from ..filtersets import JobFilterSet
 from ..models import Job, TaskType
 from .serializers import (
@@ -41,7 +46,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer})
     def create(self, request):
-        job = services.submit_job(request.user, request.data)
+        job = submission.submit_job(request.user, request.data)
         job = get_object_or_404(self.get_queryset().prefetch_related("events__actor"), pk=job.pk)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
@@ -51,7 +56,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         job = self.get_object()
         body = CancelSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        services.cancel_job(request.user, job, body.validated_data.get("reason", ""))
+        job_actions.cancel_job(request.user, job, body.validated_data.get("reason", ""))
         job = get_object_or_404(self.get_queryset().prefetch_related("events__actor"), pk=job.pk)
         return Response(JobDetailSerializer(job).data)
 
@@ -59,13 +64,13 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(request=None, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
     def hold(self, request, pk=None):
-        services.set_hold(request.user, self.get_object(), hold=True)
+        job_actions.set_hold(request.user, self.get_object(), hold=True)
         return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
     def release(self, request, pk=None):
-        services.set_hold(request.user, self.get_object(), hold=False)
+        job_actions.set_hold(request.user, self.get_object(), hold=False)
         return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
 
 
@@ -74,10 +79,8 @@ class QuotaUsageView(APIView):
 
     @extend_schema(responses=QuotaUseSerializer(many=True))
     def get(self, request):
-        from gpuportal.api import StandardPagination
-
         paginator = StandardPagination()
-        rows = services.quota_usage(request.user)
+        rows = queries.quota_usage(request.user)
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response(QuotaUseSerializer(page, many=True).data)
 
@@ -94,12 +97,10 @@ class QueueView(APIView):
     """The cluster queue in order; other tenants' jobs show only their tenant, size and reason code."""
 
     def get(self, request):
-        from gpuportal.api import StandardPagination
-
         rows = [{"position": r["position"], "tenant": r["tenant"], "job": r["id"], "size": r["size"],
                  "task_type": r["task_type"], "priority": r["priority"], "wait_reason": r["reason"],
                  "message": r["message"] or None, "estimated_start": r["estimated_start"]}
-                for r in services.cluster_queue(request.user, request.query_params.get("cluster"))]
+                for r in queries.cluster_queue(request.user, request.query_params.get("cluster"))]
         paginator = StandardPagination()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response(page)
@@ -111,7 +112,7 @@ class FairShareView(APIView):
     def get(self, request):
         return Response([{"tenant": s.tenant, "weight": s.weight, "fair_share": round(s.fair_share, 4),
                           "usage_gpu_hours": s.usage_gpu_hours, "usage_share": round(s.usage_share, 4),
-                          "running_gpus": s.running_gpus} for s in services.fair_share_report()])
+                          "running_gpus": s.running_gpus} for s in queries.fair_share_report()])
 
 
 class JobReportView(APIView):
@@ -125,12 +126,6 @@ class JobReportView(APIView):
 
     @extend_schema(request=None, responses={200: None})
     def post(self, request, pk):
-        from django.core.exceptions import ValidationError
-        from rest_framework.exceptions import PermissionDenied
-        from rest_framework.exceptions import ValidationError as ApiValidationError
-
-        from .. import job_tokens, progress
-
         token = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
         job = Job.objects.filter(pk=pk).first()
         if job is None or not job_tokens.verify(job, token):

@@ -88,7 +88,7 @@ def quota_heaps(quotas, running: list[RunningJob], now: float, use_expected: boo
     busy: dict[tuple[str, str], list[float]] = defaultdict(list)
     for job in running:
         end = expected_end(job, now, use_expected)
-        busy[(job.tenant, job.gpu_model)] += [end] * max(1, math.ceil(job.gpus - 1e-9))
+        busy[(job.tenant, job.gpu_model)] += [end] * job.quota_gpus
     for (tenant, model), quota in quotas.items():
         limit = int(quota.limit + 1e-9)
         ends = sorted(busy.get((tenant, model), []))[:limit]
@@ -98,9 +98,5 @@ def quota_heaps(quotas, running: list[RunningJob], now: float, use_expected: boo
     return heaps
 
 
-def whole_slots(gpus: float) -> int:
-    return max(1, math.ceil(gpus - 1e-9)) if gpus >= 1 else 1
-
-
 __all__ = ["RUNTIME_PERCENTILE", "WHOLE", "give_slots", "quota_heaps", "runtime_from_history", "shadow",
-           "slot_heaps", "take_slots", "whole_slots"]
+           "slot_heaps", "take_slots"]

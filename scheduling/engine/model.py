@@ -71,6 +71,11 @@ class RunningJob:
     def gpus(self) -> float:
         return sum(len(p.gpu_indices) * p.gpu_milli for p in self.placements) / WHOLE
 
+    @property
+    def quota_gpus(self) -> int:
+        """What it counts against its tenant's quota: one per GPU held, a share included (tenants.quotas)."""
+        return sum(len(p.gpu_indices) for p in self.placements)
+
     def end(self, use_expected: bool = True) -> float:
         runtime = self.max_runtime
         if use_expected and self.expected_runtime is not None:
@@ -106,6 +111,11 @@ class WaitingJob:
     @property
     def gpus(self) -> float:
         return self.gpus_per_node * self.nodes * self.gpu_milli / WHOLE
+
+    @property
+    def quota_gpus(self) -> int:
+        """What it will count against its tenant's quota: one per GPU, a share included (tenants.quotas)."""
+        return self.gpus_per_node * self.nodes
 
     @property
     def slots(self) -> int:

@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .capacity import Capacity
-from .estimate import give_slots, quota_heaps, shadow, slot_heaps, take_slots, whole_slots
+from .estimate import give_slots, quota_heaps, shadow, slot_heaps, take_slots
 from .model import (
     ANY_MODEL,
     WHOLE,
@@ -111,7 +111,7 @@ class _Pass:
         for job in snapshot.running:
             self.running[job.id] = job
             self.cap.take(job.placements, job.cpu_milli, job.memory_mib)
-            self._charge(job.tenant, job.gpu_model, job.gpus)
+            self._charge(job.tenant, job.gpu_model, job.quota_gpus)
         # for "can it ever fit": per model, the GPUs of every node (healthy or not)
         self.node_sizes: dict[str, list[int]] = defaultdict(list)
         for node in snapshot.nodes:
@@ -167,9 +167,9 @@ class _Pass:
         if quota is None or quota.limit <= 0:
             return WaitReason.NO_QUOTA, base
         used = self.usage[(job.tenant, job.gpu_model)]
-        if used + job.gpus > quota.limit + EPS:
+        if used + job.quota_gpus > quota.limit + EPS:
             numbers = base | {"used": round(used, 3), "limit": quota.limit, "guaranteed": quota.guaranteed,
-                              "over": round(used + job.gpus - quota.limit, 3),
+                              "over": round(used + job.quota_gpus - quota.limit, 3),
                               "borrowed": round(max(0.0, used - quota.guaranteed), 3)}
             if quota.limit > quota.guaranteed:
                 return WaitReason.BORROWING_LIMIT, numbers
@@ -178,7 +178,7 @@ class _Pass:
         cap = self.departments.get((department, job.gpu_model)) if department else None
         if cap is not None:
             used = self.dept_usage[(department, job.gpu_model)]
-            if used + job.gpus > cap.limit + EPS:
+            if used + job.quota_gpus > cap.limit + EPS:
                 return WaitReason.DEPARTMENT_QUOTA, base | {"department": department, "used": round(used, 3),
                                                             "limit": cap.limit}
         return None
@@ -230,7 +230,7 @@ class _Pass:
     def _preempt(self, job: WaitingJob, models):
         quota = self.quotas.get((job.tenant, job.gpu_model))
         reclaim = (quota is not None and self.policy.enforce_quotas
-                   and self.usage[(job.tenant, job.gpu_model)] + job.gpus <= quota.guaranteed + EPS)
+                   and self.usage[(job.tenant, job.gpu_model)] + job.quota_gpus <= quota.guaranteed + EPS)
         higher = not job.preemptible
         if not (reclaim or higher):
             return None
@@ -351,12 +351,12 @@ class _Pass:
 
     def _release(self, victim: RunningJob) -> None:
         self.cap.release(victim.placements, victim.cpu_milli, victim.memory_mib)
-        self._charge(victim.tenant, victim.gpu_model, -victim.gpus)
+        self._charge(victim.tenant, victim.gpu_model, -victim.quota_gpus)
         self.running.pop(victim.id, None)
 
     def _restore(self, victim: RunningJob) -> None:
         self.cap.take(victim.placements, victim.cpu_milli, victim.memory_mib)
-        self._charge(victim.tenant, victim.gpu_model, victim.gpus)
+        self._charge(victim.tenant, victim.gpu_model, victim.quota_gpus)
         self.running[victim.id] = victim
 
     # -- the pass -------------------------------------------------------------------------------------
@@ -364,7 +364,7 @@ class _Pass:
         self.cap.take(placements, job.cpu_milli, job.memory_mib)
         model = self.cap.nodes[placements[0].node_id].gpu_model
         borrowing = self._borrowing(job.tenant, job.gpu_model)
-        self._charge(job.tenant, job.gpu_model, job.gpus)
+        self._charge(job.tenant, job.gpu_model, job.quota_gpus)
         self.result.admissions.append(Admission(job.id, tuple(placements), backfilled=backfilled,
                                                 borrowing=borrowing or self._borrowing(job.tenant, job.gpu_model)))
         self.admitted.append(RunningJob(
@@ -431,7 +431,7 @@ class _Pass:
             if found:
                 victims, rules, placement = found
                 self.cap.take(placement, job.cpu_milli, job.memory_mib)
-                self._charge(job.tenant, job.gpu_model, job.gpus)
+                self._charge(job.tenant, job.gpu_model, job.quota_gpus)
                 for p in placement:
                     for index in p.gpu_indices:
                         self.held_for_preemptors[(p.node_id, index)] = self.now
@@ -473,7 +473,7 @@ class _Pass:
             return None
         start = max(self.now, ready)
         qheap = qheaps.get((job.tenant, job.gpu_model))
-        q = whole_slots(job.gpus)
+        q = job.quota_gpus
         if qheap is not None:
             quota_ready = take_slots(qheap, q)
             if quota_ready is None:

@@ -1,19 +1,19 @@
 """Executors run admitted jobs on a cluster. Each Cluster row names its executor kind."""
 
+from fleet.models import ExecutorKind
+
 from .base import Executor, ExecutorUpdate
+from .kubernetes import KubernetesExecutor
 from .simulated import SimulatedExecutor
+
+EXECUTORS = {ExecutorKind.SIMULATED: SimulatedExecutor, ExecutorKind.KUBERNETES: KubernetesExecutor}
 
 
 def executor_for(cluster) -> Executor:
-    from ..models import ExecutorKind
-
-    if cluster.executor == ExecutorKind.SIMULATED:
-        return SimulatedExecutor(cluster)
-    if cluster.executor == ExecutorKind.KUBERNETES:
-        from .kubernetes import KubernetesExecutor
-
-        return KubernetesExecutor(cluster)
-    raise ValueError(f"unknown executor {cluster.executor!r} for cluster {cluster.name}")
+    try:
+        return EXECUTORS[cluster.executor](cluster)
+    except KeyError:
+        raise ValueError(f"unknown executor {cluster.executor!r} for cluster {cluster.name}") from None
 
 
-__all__ = ["Executor", "ExecutorUpdate", "SimulatedExecutor", "executor_for"]
+__all__ = ["EXECUTORS", "Executor", "ExecutorUpdate", "KubernetesExecutor", "SimulatedExecutor", "executor_for"]

@@ -6,8 +6,10 @@ from django.db import DatabaseError, connection, transaction
 
 from audit import log
 from audit.models import AuditAction, AuditRecord
-from scheduling import agent_tokens, services
-from scheduling.models import Job, Node, Reservation
+from fleet import agent_tokens, services
+from fleet.models import Node
+from scheduling import job_actions, submission
+from scheduling.models import Job, Reservation
 from tenants.models import Membership, PlatformRole, Quota, Role, Tenant
 from tests.conftest import job_payload
 
@@ -51,11 +53,11 @@ def test_each_governance_action_writes_exactly_one_record(users, fresh):
     agent_tokens.issue(node, actor=admin)
     assert len(records(AuditAction.TOKEN_ISSUE)) == 1
 
-    job = services.submit_job(users["alice"], job_payload(command="sim:minutes=999"))
-    services.cancel_job(users["alice"], job)  # the owner's own cancellation: not governance
+    job = submission.submit_job(users["alice"], job_payload(command="sim:minutes=999"))
+    job_actions.cancel_job(users["alice"], job)  # the owner's own cancellation: not governance
     assert records(AuditAction.JOB_CANCEL) == []
-    other = services.submit_job(users["alice"], job_payload(command="sim:minutes=999"))
-    services.cancel_job(admin, Job.objects.get(pk=other.pk), "maintenance window")
+    other = submission.submit_job(users["alice"], job_payload(command="sim:minutes=999"))
+    job_actions.cancel_job(admin, Job.objects.get(pk=other.pk), "maintenance window")
     [cancel] = records(AuditAction.JOB_CANCEL)
     assert cancel.actor == admin and cancel.object_id == str(other.pk) and cancel.tenant == vision
 
@@ -74,7 +76,7 @@ def test_preemption_is_audited(users):
     from tests.scheduling.test_scheduling_pass import fill_h100_with_research
 
     fill_h100_with_research(users)  # vision borrows all H100; nlp reclaims its guarantee
-    services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
+    submission.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
                                                   gpus_per_node=8))
     [entry] = records(AuditAction.JOB_PREEMPT)
     assert entry.tenant.name == "vision" and entry.after["preemptor_tenant"] == "nlp" and entry.actor is None

@@ -3,7 +3,7 @@
 import pytest
 
 from governance.models import PriorityRequest
-from scheduling import services
+from scheduling import submission
 from tests.conftest import job_payload
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -18,7 +18,7 @@ def login(page, url, username):
 
 
 def test_carol_approves_alices_request_and_alice_sees_it(page, live_server, users):
-    job = services.submit_job(users["alice"], job_payload(gpus_per_node=2, name="long-run"))
+    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=2, name="long-run"))
     url = live_server.url
     login(page, url, "alice")
     page.goto(f"{url}/requests/new/")

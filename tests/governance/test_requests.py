@@ -9,7 +9,7 @@ from audit.models import AuditAction, AuditRecord
 from governance import services as governance
 from governance.models import Notification, PriorityRequest, RequestState
 from governance.tasks import expire_requests
-from scheduling import services
+from scheduling import submission
 from scheduling.models import Job, JobEvent, JobStatus, Reservation, TaskType
 from tenants.models import Quota, QuotaBurst
 from tests.conftest import job_payload
@@ -24,8 +24,8 @@ def fresh(job):
 def fill_vision_a100(users):
     """Vision uses its whole A100 limit (16); a third job waits for quota."""
     for _ in range(2):
-        services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
-    return services.submit_job(users["alice"], job_payload(gpus_per_node=8, name="waits"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
+    return submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="waits"))
 
 
 def window(hours=4):
@@ -34,10 +34,10 @@ def window(hours=4):
 
 
 def test_priority_request_approved_by_a_tenant_approver_moves_the_job_up(users, api):
-    first = services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
-    services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
-    ahead = services.submit_job(users["alice"], job_payload(gpus_per_node=8, name="ahead"))
-    behind = services.submit_job(users["alice"], job_payload(gpus_per_node=8, name="behind"))
+    first = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
+    submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
+    ahead = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="ahead"))
+    behind = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="behind"))
     assert fresh(behind).tenant_queue_position > fresh(ahead).tenant_queue_position
     response = api("alice").post("/api/priority-requests/", {
         "kind": "priority", "job": behind.pk, "task_type": "training",
@@ -64,7 +64,7 @@ def test_priority_request_approved_by_a_tenant_approver_moves_the_job_up(users, 
 
 
 def test_nobody_approves_their_own_request(users, api):
-    job = services.submit_job(users["carol"], job_payload(project="segmentation", gpus_per_node=2))
+    job = submission.submit_job(users["carol"], job_payload(project="segmentation", gpus_per_node=2))
     created = api("carol").post("/api/priority-requests/", {
         "kind": "runtime_extension", "job": job.pk, "max_runtime_minutes": 600,
         "justification": "The run needs ten hours, not two."}, format="json").json()
@@ -101,7 +101,7 @@ def test_reservation_request_creates_a_reservation_the_scheduler_honours(users, 
     api("admin").post(f"/api/priority-requests/{created['id']}/approve/", {}, format="json")
     reservation = Reservation.objects.get(tenant__name="speech")
     assert reservation.gpus == 16 and reservation.created_by == users["admin"]
-    blocked = services.submit_job(users["alice"], job_payload(gpu_model="L40S", gpus_per_node=8, nodes=3,
+    blocked = submission.submit_job(users["alice"], job_payload(gpu_model="L40S", gpus_per_node=8, nodes=3,
                                                               topology="any"))
     assert fresh(blocked).status == JobStatus.QUEUED  # 24 of 32 L40S wanted, 16 held for speech
     client.login(username="erin", password="demo")
@@ -129,7 +129,7 @@ def test_quota_request_is_for_tenant_admins_and_changes_the_quota(users, api):
 
 
 def test_denial_keeps_things_as_they_were_and_tells_the_requester(users, api):
-    job = services.submit_job(users["alice"], job_payload(gpus_per_node=2))
+    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=2))
     created = api("alice").post("/api/priority-requests/", {
         "kind": "runtime_extension", "job": job.pk, "max_runtime_minutes": 2000,
         "justification": "Longer training for the big model."}, format="json").json()
@@ -151,7 +151,7 @@ def test_bad_requests_name_the_field(users, api):
 
 
 def test_another_tenants_request_is_invisible(users, api):
-    job = services.submit_job(users["bob"], job_payload(tenant="nlp", project="chat-eval", gpus_per_node=1))
+    job = submission.submit_job(users["bob"], job_payload(tenant="nlp", project="chat-eval", gpus_per_node=1))
     created = api("bob").post("/api/priority-requests/", {
         "kind": "runtime_extension", "job": job.pk, "max_runtime_minutes": 300,
         "justification": "Evaluation over the full set."}, format="json").json()
@@ -160,7 +160,7 @@ def test_another_tenants_request_is_invisible(users, api):
 
 
 def test_undecided_requests_expire(users, api, settings):
-    job = services.submit_job(users["alice"], job_payload(gpus_per_node=1))
+    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=1))
     created = api("alice").post("/api/priority-requests/", {
         "kind": "runtime_extension", "job": job.pk, "max_runtime_minutes": 300,
         "justification": "Needs five hours in the end."}, format="json").json()
@@ -175,7 +175,7 @@ def test_undecided_requests_expire(users, api, settings):
 
 def test_task_type_needing_approval_waits_for_the_tenant_approver(users, api, mailoutbox):
     TaskType.objects.filter(code="inference").update(requires_approval=True)
-    job = services.submit_job(users["alice"], job_payload(task_type="inference", gpus_per_node=1))
+    job = submission.submit_job(users["alice"], job_payload(task_type="inference", gpus_per_node=1))
     assert fresh(job).status == JobStatus.PENDING
     [request] = PriorityRequest.objects.filter(job=job)
     assert request.kind == "admission" and request.scope == "tenant"
@@ -191,7 +191,7 @@ def test_priority_that_would_preempt_another_tenant_goes_to_the_platform(users, 
     Quota.objects.create(tenant=users["erin"].memberships.first().tenant, gpu_model="H100", guaranteed_gpus=0,
                          limit_gpus=8)
     fill_h100_with_research(users)  # vision's preemptible research jobs hold every H100
-    waiting = services.submit_job(users["erin"], job_payload(tenant="speech", project="asr", gpu_model="H100",
+    waiting = submission.submit_job(users["erin"], job_payload(tenant="speech", project="asr", gpu_model="H100",
                                                              gpus_per_node=8))
     assert fresh(waiting).status == JobStatus.QUEUED
     created = api("erin").post("/api/priority-requests/", {

@@ -1,13 +1,13 @@
 import pytest
 
-from scheduling.demo import seed_structure
+from tests.factories import build_world
 
 
 @pytest.fixture
 def world(db, settings):
     """The demo's structure without jobs; days are counted in UTC here."""
     settings.TIME_ZONE = "UTC"
-    return seed_structure()
+    return build_world()
 
 
 @pytest.fixture

@@ -4,8 +4,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
+from fleet.models import GPU, GpuReading
 from scheduling import lifecycle
-from scheduling.models import GPU, GpuReading, JobAllocation, JobStatus, TaskType
+from scheduling.models import JobAllocation, JobStatus, TaskType
 from tenants.models import Project
 
 UTC = ZoneInfo("UTC")

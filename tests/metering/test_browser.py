@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from metering.demo import seed_metering
-from scheduling.demo import history_start, seed_history, seed_structure
+from demo.metering import seed_metering
+from demo.world import history_start, seed_history, seed_structure
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from metering import telemetry
+from gpuportal import telemetry
 from metering.models import GpuPrice
 from scheduling import lifecycle
 from scheduling.models import Job, JobStatus, TaskType

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 import yaml
 
+from fleet.models import GPU, Cluster, Node
 from kubefake.server import FakeKubernetes
 from scheduling.executors.kubernetes import _prepared
 from scheduling.executors.kubernetes.connection import forget_clients
 from scheduling.executors.kubernetes.sync import ClusterSync
-from scheduling.models import GPU, Cluster, Job, Node
+from scheduling.models import Job
 from tenants.models import Quota, Tenant
 
 MODEL = "H200"

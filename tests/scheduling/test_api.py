@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduling import services
+from scheduling import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload
 
@@ -94,7 +94,7 @@ def test_list_is_paginated_and_honours_page_size_up_to_500(api, users):
 
 
 def test_isolation_other_tenant_job_is_404_everywhere(api, users):
-    vision_job = services.submit_job(users["alice"], job_payload())
+    vision_job = submission.submit_job(users["alice"], job_payload())
     bob = api("bob")
     assert bob.get(f"/api/jobs/{vision_job.pk}/").status_code == 404
     assert bob.post(f"/api/jobs/{vision_job.pk}/cancel/", {}, format="json").status_code == 404
@@ -104,7 +104,7 @@ def test_isolation_other_tenant_job_is_404_everywhere(api, users):
 
 
 def test_manager_sees_all_read_only_and_admin_may_cancel(api, users):
-    job = services.submit_job(users["alice"], job_payload())
+    job = submission.submit_job(users["alice"], job_payload())
     dave = api("dave")
     assert dave.get(f"/api/jobs/{job.pk}/").status_code == 200
     assert dave.post(f"/api/jobs/{job.pk}/cancel/", {}, format="json").status_code == 403

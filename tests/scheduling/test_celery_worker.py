@@ -12,7 +12,7 @@ from celery import Celery
 from django.conf import settings
 from django.db import connection
 
-from scheduling import services
+from scheduling import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload
 
@@ -49,9 +49,9 @@ def worker():
 
 
 def test_worker_runs_the_pass_and_dispatches(users, worker):
-    with mock.patch("scheduling.services.request_scheduling_pass"):  # leave the pass to the worker
+    with mock.patch("scheduling.submission.request_scheduling_pass"):  # leave the pass to the worker
         first, second, third = (
-            services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+            submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
             for _ in range(3))
     assert {first.status, second.status, third.status} == {JobStatus.QUEUED}
 

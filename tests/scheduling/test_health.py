@@ -1,6 +1,6 @@
 """The health state machine, step by step."""
 
-from scheduling.health import HEALTHY, SUSPECT, UNHEALTHY, Observation, step
+from fleet.health import HEALTHY, SUSPECT, UNHEALTHY, Observation, step
 
 MISS = Observation(answered=False, error="timed out")
 GOOD = Observation()

@@ -2,9 +2,10 @@
 
 import pytest
 
-from scheduling import services
-from scheduling.models import Node
-from scheduling.polling import poll_agents
+from fleet import queries
+from fleet.models import Node
+from fleet.polling import poll_agents
+from scheduling import submission
 from tests.conftest import job_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -16,7 +17,7 @@ def login(client, username):
 
 
 def test_asset_view_shows_tree_readings_and_holders_without_leaking_tenants(client, users):
-    job = services.submit_job(users["alice"], job_payload(gpu_model="L40S", gpus_per_node=8))
+    job = submission.submit_job(users["alice"], job_payload(gpu_model="L40S", gpus_per_node=8))
     node = job.allocations.first().gpu.node
     poll_agents()
     poll_agents()
@@ -31,9 +32,9 @@ def test_asset_view_shows_tree_readings_and_holders_without_leaking_tenants(clie
 
 
 def test_task_view_largest_job_per_node_rack_and_cluster(client, users):
-    services.submit_job(users["alice"], job_payload(gpu_model="A100", gpus_per_node=8))  # fills one A100 node
-    services.submit_job(users["alice"], job_payload(gpu_model="A100", gpus_per_node=3))  # 5 left on another
-    rows = {c.gpu_model: c for c in services.capacity_summary()}
+    submission.submit_job(users["alice"], job_payload(gpu_model="A100", gpus_per_node=8))  # fills one A100 node
+    submission.submit_job(users["alice"], job_payload(gpu_model="A100", gpus_per_node=3))  # 5 left on another
+    rows = {c.gpu_model: c for c in queries.capacity_summary()}
     a100 = rows["A100"]
     assert (a100.free, a100.gpus, a100.largest_on_node) == (21, 32, 8)
     assert a100.largest_in_rack == 16 and a100.largest_in_rack_where == "dc2-r1"
@@ -43,9 +44,9 @@ def test_task_view_largest_job_per_node_rack_and_cluster(client, users):
 
 
 def test_largest_gang_arithmetic():
-    assert services.largest_gang([8, 5, 0, 8]) == 16
-    assert services.largest_gang([5, 5, 5, 2]) == 15
-    assert services.largest_gang([]) == 0
+    assert queries.largest_gang([8, 5, 0, 8]) == 16
+    assert queries.largest_gang([5, 5, 5, 2]) == 15
+    assert queries.largest_gang([]) == 0
 
 
 def test_node_detail_events_and_admin_actions(client, users):
@@ -62,7 +63,7 @@ def test_node_detail_events_and_admin_actions(client, users):
     assert node.admin_state == "cordoned"
     token_page = client.post(f"/inventory/nodes/{node.name}/action/", {"action": "issue_token"}).content.decode()
     node.refresh_from_db()
-    from scheduling.agent_tokens import token_for
+    from fleet.agent_tokens import token_for
 
     assert token_for(node) in token_page and node.agent_token_version == 1
     html = client.get(f"/inventory/nodes/{node.name}/").content.decode()

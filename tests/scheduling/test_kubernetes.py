@@ -7,11 +7,12 @@ import urllib.request
 import kubernetes_validate
 import pytest
 
+from fleet.models import Cluster
 from kubefake.validation import same_verdict_as_kubernetes_validate
-from scheduling import services
+from scheduling import job_actions, submission
 from scheduling.executors.kubernetes import manifests
 from scheduling.executors.kubernetes.sync import ClusterSync
-from scheduling.models import Cluster, Job, JobEvent, JobStatus
+from scheduling.models import Job, JobEvent, JobStatus
 from scheduling.tasks import dispatch_job
 from tests.conftest import job_payload
 
@@ -25,7 +26,7 @@ def submit(users, user="alice", **overrides):
     if user in ("bob", "frank"):
         payload.update(tenant="nlp", project="llm-pretrain")
     payload.update(overrides)
-    return Job.objects.get(pk=services.submit_job(users[user], payload).pk)
+    return Job.objects.get(pk=submission.submit_job(users[user], payload).pk)
 
 
 def test_every_manifest_shape_validates_strictly():
@@ -142,7 +143,7 @@ def test_dispatch_fails_after_the_last_retry_with_the_api_message(kube, users):
 def test_cancel_and_preemption_delete_the_job_with_foreground_propagation(kube, users, api):
     job = submit(users)
     namespace, name = kube.objects_of(job)
-    services.cancel_job(users["alice"], job)
+    job_actions.cancel_job(users["alice"], job)
     assert ("jobs", namespace, name, "Foreground") in kube.fake.deletions
     assert ("jobs", namespace, name) not in kube.fake.objects
     assert Job.objects.get(pk=job.pk).events.filter(kind=JobEvent.Kind.EXECUTOR, reason__contains="foreground").exists()

@@ -6,9 +6,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from fleet.models import Cluster, Node
 from scheduling import job_tokens
 from scheduling.executors.kubernetes.sync import ClusterSync
-from scheduling.models import Cluster, Job, JobStatus, Node
+from scheduling.models import Job, JobStatus
 
 from .test_kubernetes import submit
 
@@ -184,9 +185,9 @@ def test_progress_reports_with_the_job_token(kube, users, client, api):
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert "Step 300 of 1000" in page and "estimated finish" in page and "s3://ckpt/300.pt" in page
     assert "s3://runs/metrics.json" in page
-    from scheduling import services
+    from scheduling import job_actions
 
-    services.cancel_job(users["alice"], Job.objects.get(pk=job.pk))
+    job_actions.cancel_job(users["alice"], Job.objects.get(pk=job.pk))
     assert anonymous.post(url, {"step": 400}, content_type="application/json",
                           HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 403  # expired with the job
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from scheduling import lifecycle, services
+from scheduling import lifecycle, submission
 from scheduling.models import FailureCategory, Job, JobStatus
 from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload
@@ -48,7 +48,7 @@ def test_nothing_but_lifecycle_writes_job_status():
 
 
 def test_every_transition_is_an_event_with_a_reason(users):
-    job = services.submit_job(users["alice"], job_payload())
+    job = submission.submit_job(users["alice"], job_payload())
     events = list(job.events.filter(kind="status"))
     assert [(e.from_status, e.to_status) for e in events] == [
         ("", "queued"), ("queued", "admitted"), ("admitted", "dispatching")]
@@ -59,7 +59,7 @@ def test_every_transition_is_an_event_with_a_reason(users):
 
 
 def test_forbidden_and_stale_transitions_are_refused(users):
-    job = services.submit_job(users["alice"], job_payload())
+    job = submission.submit_job(users["alice"], job_payload())
     with pytest.raises(lifecycle.InvalidTransition):
         lifecycle.transition(job, JobStatus.PENDING, "back to approval?")
     stale = Job.objects.get(pk=job.pk)
@@ -81,7 +81,7 @@ def _run_until_done(job, settings, rounds=50):
 
 
 def test_simulated_job_runs_and_succeeds_by_itself(users, settings):
-    job = services.submit_job(users["alice"], job_payload(command="sim:outcome=succeeded sim:minutes=30"))
+    job = submission.submit_job(users["alice"], job_payload(command="sim:outcome=succeeded sim:minutes=30"))
     job = _run_until_done(job, settings)
     assert job.status == JobStatus.SUCCEEDED and job.exit_code == 0
     assert [e.to_status for e in job.events.filter(kind="status")][-2:] == ["running", "succeeded"]
@@ -96,7 +96,7 @@ def test_simulated_job_runs_and_succeeds_by_itself(users, settings):
     ("exit_code", FailureCategory.EXIT_CODE, "exited with code"),
 ])
 def test_simulated_failures_carry_category_and_evidence(users, settings, outcome, category, evidence):
-    job = services.submit_job(users["alice"], job_payload(command=f"sim:outcome={outcome} sim:minutes=20"))
+    job = submission.submit_job(users["alice"], job_payload(command=f"sim:outcome={outcome} sim:minutes=20"))
     job = _run_until_done(job, settings)
     assert job.status == JobStatus.FAILED
     assert job.failure_category == category
@@ -104,17 +104,17 @@ def test_simulated_failures_carry_category_and_evidence(users, settings, outcome
 
 
 def test_job_running_past_its_max_runtime_times_out(users, settings):
-    job = services.submit_job(users["alice"], job_payload(command="sim:minutes=500", max_runtime_minutes=60))
+    job = submission.submit_job(users["alice"], job_payload(command="sim:minutes=500", max_runtime_minutes=60))
     job = _run_until_done(job, settings)
     assert job.failure_category == FailureCategory.TIMEOUT
     assert "max runtime of 60 minutes" in job.failure_message
 
 
 def test_finished_job_frees_gpus_for_the_queue(users, settings):
-    first = services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:outcome=succeeded"))
-    services.submit_job(users["carol"], job_payload(project="segmentation", gpus_per_node=8,
+    first = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:outcome=succeeded"))
+    submission.submit_job(users["carol"], job_payload(project="segmentation", gpus_per_node=8,
                                                     command="sim:minutes=99999"))
-    waiting = services.submit_job(users["alice"], job_payload(gpus_per_node=8))
+    waiting = submission.submit_job(users["alice"], job_payload(gpus_per_node=8))
     waiting.refresh_from_db()
     assert waiting.status == JobStatus.QUEUED and waiting.wait_reason == "quota_exhausted"
     _run_until_done(first, settings)

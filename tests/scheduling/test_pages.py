@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduling import services
+from scheduling import submission
 from scheduling.models import Job
 from tests.conftest import job_payload
 
@@ -22,8 +22,8 @@ def test_login_page_and_redirect(client, world):
 
 def test_dashboard_shows_quota_bars_jobs_and_queue(client, users):
     for _ in range(2):
-        services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
-    waiting = services.submit_job(users["alice"], job_payload(gpus_per_node=8, name="waits-for-quota"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+    waiting = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="waits-for-quota"))
     html = login(client, "alice").get("/").content.decode()
     assert 'data-tenant="vision" data-model="A100"' in html
     assert "16 / 16 / 16" in html  # used / guaranteed / limit
@@ -40,8 +40,8 @@ def test_empty_pages_say_so(client, users):
 
 
 def test_job_list_filters(client, users):
-    services.submit_job(users["alice"], job_payload(name="on-a100"))
-    services.submit_job(users["alice"], job_payload(name="on-h100", gpu_model="H100"))
+    submission.submit_job(users["alice"], job_payload(name="on-a100"))
+    submission.submit_job(users["alice"], job_payload(name="on-h100", gpu_model="H100"))
     login(client, "alice")
     html = client.get("/jobs/?gpu_model=H100").content.decode()
     assert "on-h100" in html and "on-a100" not in html
@@ -51,7 +51,7 @@ def test_job_list_filters(client, users):
 def test_job_detail_shows_timeline_placement_and_failure(client, users, settings):
     from tests.scheduling.test_lifecycle import _run_until_done
 
-    job = services.submit_job(users["alice"], job_payload(command="sim:outcome=out_of_memory"))
+    job = submission.submit_job(users["alice"], job_payload(command="sim:outcome=out_of_memory"))
     _run_until_done(job, settings)
     html = login(client, "alice").get(f"/jobs/{job.pk}/").content.decode()
     assert "Why it failed" in html and "out_of_memory" in html and "CUDA out of memory" in html
@@ -62,7 +62,7 @@ def test_job_detail_shows_timeline_placement_and_failure(client, users, settings
 
 
 def test_other_tenant_job_page_and_cancel_are_404(client, users):
-    job = services.submit_job(users["alice"], job_payload())
+    job = submission.submit_job(users["alice"], job_payload())
     login(client, "bob")
     assert client.get(f"/jobs/{job.pk}/").status_code == 404
     assert client.post(f"/jobs/{job.pk}/cancel/").status_code == 404

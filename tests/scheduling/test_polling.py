@@ -5,13 +5,15 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
+from fleet import agent_tokens, services
+from fleet.models import GPU, Cluster, Node, NodeEvent
+from fleet.polling import poll_agents
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.server import AgentHTTPServer, serve
 from nodeagent.system import SimulatedHostSampler
-from scheduling import agent_tokens, services
-from scheduling.models import GPU, Cluster, FailureCategory, Job, JobStatus, Node, NodeEvent
-from scheduling.polling import poll_agents
+from scheduling import submission
+from scheduling.models import FailureCategory, Job, JobStatus
 from scheduling.tasks import sync_job_status
 from tenants.models import Quota, Tenant
 from tests.conftest import job_payload
@@ -138,7 +140,8 @@ def test_garbage_and_wrong_token_are_missed_polls_with_the_cause(lab):
 def test_xid79_marks_gpu_unhealthy_fails_its_job_and_is_never_placed_on(lab, users):
     Quota.objects.create(tenant=Tenant.objects.get(name="vision"), gpu_model="H200", guaranteed_gpus=8, limit_gpus=8)
     lab_poll()
-    job = services.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4, command="sim:minutes=900"))
+    job = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4,
+                                                            command="sim:minutes=900"))
     gpu = job.allocations.first().gpu
     node_index = [n.pk for n in lab.nodes].index(gpu.node_id)
     lab.nvml(node_index).inject("xid79", gpu.index)
@@ -157,7 +160,7 @@ def test_xid79_marks_gpu_unhealthy_fails_its_job_and_is_never_placed_on(lab, use
     assert job.status == JobStatus.FAILED and job.failure_category == FailureCategory.GPU_FAULT
     assert "XID 79" in job.failure_message
 
-    again = services.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4))
+    again = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4))
     assert again.status != JobStatus.QUEUED
     assert gpu.pk not in set(again.allocations.values_list("gpu_id", flat=True))
 
@@ -173,7 +176,8 @@ def test_double_bit_ecc_error_is_critical(lab):
 
 def test_unhealthy_node_marks_running_jobs_with_node_fault(lab, users):
     Quota.objects.create(tenant=Tenant.objects.get(name="vision"), gpu_model="H200", guaranteed_gpus=8, limit_gpus=8)
-    job = services.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=2, command="sim:minutes=900"))
+    job = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=2,
+                                                            command="sim:minutes=900"))
     node_index = [n.pk for n in lab.nodes].index(job.allocations.first().gpu.node_id)
     lab.nvml(node_index).inject("hang")
     for _ in range(3):
@@ -188,9 +192,9 @@ def test_cordoned_and_draining_nodes_take_no_new_work(lab, users):
                          limit_gpus=12)
     services.set_node_admin_state(users["admin"], lab.node(0), "cordoned", "firmware update")
     services.set_node_admin_state(users["admin"], lab.node(1), "draining")
-    job = services.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4))
+    job = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4))
     assert {a.gpu.node.name for a in job.allocations.all()} == {"lab-n2"}
-    blocked = services.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4))
+    blocked = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4))
     assert blocked.status == JobStatus.QUEUED and blocked.wait_reason == "insufficient_gpus"
     event = lab.node(0).events.get(kind="admin")
     assert event.actor == users["admin"] and event.reason == "admin set the node cordoned. firmware update"
@@ -226,7 +230,7 @@ def test_agent_registration_with_the_node_token(lab, client):
 
 
 def test_simulated_cluster_is_polled_in_process(world):
-    from scheduling.models import GpuReading
+    from fleet.models import GpuReading
 
     report = poll_agents()
     assert report.polled == 12 and report.answered == 12

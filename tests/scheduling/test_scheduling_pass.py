@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduling import services
+from scheduling import submission
 from scheduling.models import Job, JobStatus, Reservation
 from scheduling.scheduler import PASS_LOCK_KEY, run_pass
 from tenants.models import Tenant
@@ -22,14 +22,14 @@ def fill_h100_with_research(users):
     from tenants.models import Quota
 
     Quota.objects.filter(tenant__name="vision", gpu_model="H100").update(guaranteed_gpus=0, limit_gpus=32)
-    return [services.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8,
+    return [submission.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8,
                                                             command="sim:minutes=9999")) for _ in range(4)]
 
 
 def test_reclaim_preempts_a_borrower_records_why_and_requeues_it(users, api):
     victims = fill_h100_with_research(users)
     assert all(v.status != JobStatus.QUEUED for v in victims)
-    reclaimer = services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain",
+    reclaimer = submission.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain",
                                                               gpu_model="H100", gpus_per_node=8))
     preempted = [Job.objects.get(pk=v.pk) for v in victims]
     hit = [v for v in preempted if v.retry_count == 1]
@@ -50,7 +50,7 @@ def test_reclaim_preempts_a_borrower_records_why_and_requeues_it(users, api):
 def test_opting_out_of_requeue_leaves_the_job_preempted(users):
     victims = fill_h100_with_research(users)
     Job.objects.filter(pk__in=[v.pk for v in victims]).update(requeue_on_preemption=False)
-    services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
+    submission.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
                                                   gpus_per_node=8))
     stopped = Job.objects.filter(pk__in=[v.pk for v in victims], status=JobStatus.PREEMPTED).get()
     assert stopped.failure_category == "preempted" and "reclaim within guarantee" in stopped.failure_message
@@ -58,8 +58,8 @@ def test_opting_out_of_requeue_leaves_the_job_preempted(users):
 
 def test_hold_and_release(users, api):
     for _ in range(2):
-        services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
-    waiting = services.submit_job(users["alice"], job_payload(gpus_per_node=8))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+    waiting = submission.submit_job(users["alice"], job_payload(gpus_per_node=8))
     body = api("alice").post(f"/api/jobs/{waiting.pk}/hold/").json()
     assert body["held_by"] == "user" and body["wait_reason"]["code"] == "held"
     assert body["wait_reason"]["message"] == "Held by the user; it will not start until released."
@@ -72,7 +72,7 @@ def test_hold_and_release(users, api):
 def test_reservation_holds_gpus_and_says_for_whom(users, api):
     Reservation.objects.create(tenant=Tenant.objects.get(name="nlp"), gpu_model="L40S", gpus=30,
                                start=timezone.now() - timedelta(minutes=1), end=timezone.now() + timedelta(hours=6))
-    job = services.submit_job(users["alice"], job_payload(gpu_model="L40S", gpus_per_node=4))
+    job = submission.submit_job(users["alice"], job_payload(gpu_model="L40S", gpus_per_node=4))
     body = api("alice").get(f"/api/jobs/{job.pk}/").json()
     assert body["wait_reason"]["code"] == "reserved"
     assert "30 of the 32 free L40S GPUs are reserved for tenant nlp until" in body["wait_reason"]["message"]
@@ -81,7 +81,7 @@ def test_reservation_holds_gpus_and_says_for_whom(users, api):
 
 def test_estimated_start_and_positions_in_the_api(users, api):
     for _ in range(2):
-        services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999",
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999",
                                                         max_runtime_minutes=120))
     first = api("alice").post("/api/jobs/", job_payload(gpus_per_node=8, max_runtime_minutes=60), format="json")
     body = first.json()
@@ -91,8 +91,8 @@ def test_estimated_start_and_positions_in_the_api(users, api):
 
 def test_queue_page_anonymises_other_tenants(client, users, api):
     for _ in range(2):
-        services.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
-    mine = services.submit_job(users["alice"], job_payload(gpus_per_node=8, name="alice-waits"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+    mine = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="alice-waits"))
     assert client.login(username="bob", password="demo")
     html = client.get("/queue/").content.decode()
     assert "another tenant" in html and "alice-waits" not in html and "quota_exhausted" in html
@@ -126,8 +126,8 @@ def test_a_pass_that_fails_halfway_leaves_nothing(users, monkeypatch):
     from scheduling import scheduler
 
     with monkeypatch.context() as patch:
-        patch.setattr("scheduling.services.request_scheduling_pass", lambda: None)
-        queued = services.submit_job(users["alice"], job_payload(gpus_per_node=4))
+        patch.setattr("scheduling.submission.request_scheduling_pass", lambda: None)
+        queued = submission.submit_job(users["alice"], job_payload(gpus_per_node=4))
 
         def broken(*args, **kwargs):
             raise RuntimeError("disk full")

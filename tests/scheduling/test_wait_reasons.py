@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduling import services
+from scheduling import submission
 from scheduling.models import Job, JobStatus, WaitReason
 from scheduling.scheduler import run_pass
 from tests.conftest import job_payload
@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def submit(users, username="alice", **overrides):
-    return services.submit_job(users[username], job_payload(**overrides))
+    return submission.submit_job(users[username], job_payload(**overrides))
 
 
 def refreshed(job):
@@ -31,7 +31,7 @@ def test_quota_exhausted(users):
 
 def test_not_enough_free_gpus_of_the_model(users):
     # nlp fills three H100 nodes, vision the fourth but two GPUs
-    services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
+    submission.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
                                                   gpus_per_node=8, nodes=3))
     submit(users, gpu_model="H100", gpus_per_node=6)
     waiting = refreshed(submit(users, gpu_model="H100", gpus_per_node=4))
@@ -43,7 +43,7 @@ def test_not_enough_free_gpus_of_the_model(users):
 def test_multi_node_job_that_cannot_be_placed_whole(users):
     submit(users, gpu_model="L40S", gpus_per_node=4)  # takes half of the first L40S node
     submit(users, gpu_model="L40S", gpus_per_node=6)  # most of the second
-    services.submit_job(users["bob"], job_payload(tenant="nlp", project="chat-eval", gpu_model="L40S",
+    submission.submit_job(users["bob"], job_payload(tenant="nlp", project="chat-eval", gpu_model="L40S",
                                                   gpus_per_node=8))  # all of the third
     gang = refreshed(submit(users, gpu_model="L40S", gpus_per_node=8, nodes=2))
     assert gang.wait_reason == WaitReason.GANG_UNPLACEABLE
@@ -54,7 +54,7 @@ def test_multi_node_job_that_cannot_be_placed_whole(users):
 
 
 def test_higher_priority_job_ahead_and_backfill(users):
-    services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
+    submission.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",
                                                   gpus_per_node=8, nodes=3, task_type="training",
                                                   max_runtime_minutes=10080))
     submit(users, gpu_model="H100", gpus_per_node=6, task_type="training", max_runtime_minutes=1440)

@@ -3,7 +3,7 @@
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
-from scheduling import services
+from scheduling import submission
 from scheduling.models import Job
 from tenants.models import Membership, Project, Quota, Role, Tenant
 from tests.conftest import job_payload
@@ -12,8 +12,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_members_see_their_tenants_only(users):
-    alice_job = services.submit_job(users["alice"], job_payload())
-    bob_job = services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain"))
+    alice_job = submission.submit_job(users["alice"], job_payload())
+    bob_job = submission.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain"))
     assert list(Job.objects.visible_to(users["alice"])) == [alice_job]
     assert list(Job.objects.visible_to(users["bob"])) == [bob_job]
     assert set(Tenant.objects.visible_to(users["alice"]).values_list("name", flat=True)) == {"vision"}
@@ -22,8 +22,8 @@ def test_members_see_their_tenants_only(users):
 
 
 def test_platform_roles_see_everything_and_anonymous_nothing(users):
-    services.submit_job(users["alice"], job_payload())
-    services.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain"))
+    submission.submit_job(users["alice"], job_payload())
+    submission.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain"))
     assert Job.objects.visible_to(users["dave"]).count() == 2
     assert Job.objects.visible_to(users["admin"]).count() == 2
     assert Job.objects.visible_to(AnonymousUser()).count() == 0
@@ -40,5 +40,5 @@ def test_viewer_sees_but_cannot_submit(users):
     access.forget(viewer)
     assert Tenant.objects.visible_to(viewer).filter(name="vision").exists()
     with pytest.raises(ValidationError) as error:
-        services.submit_job(viewer, job_payload())
+        submission.submit_job(viewer, job_payload())
     assert "read-only" in str(error.value.message_dict["project"])

@@ -21,6 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ... import job_tokens
+from ...models import JobEvent
 from ..base import Executor, ExecutorUpdate
 from . import manifests
 from .connection import DispatchError, api_client, call, create, delete, message_of
@@ -121,8 +122,6 @@ class KubernetesExecutor(Executor):
 
     def stop(self, job, reason: str = "") -> None:
         """Delete this attempt's Job (foreground: its pods go first), Service and token; record it."""
-        from ...models import JobEvent
-
         state = job.executor_state or {}
         namespace, name = state.get("namespace"), state.get("object")
         if not namespace or not name:

@@ -25,8 +25,10 @@ from django.utils.translation import gettext as _
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
+from fleet.models import Cluster, ExecutorKind, Node
+
 from ... import lifecycle
-from ...models import INFRASTRUCTURE_FAILURES, Job, JobStatus, Node
+from ...models import INFRASTRUCTURE_FAILURES, Job, JobStatus
 from . import KubernetesExecutor, manifests
 from .diagnosis import IMAGE_REASONS, Diagnosis, PodState, diagnose
 
@@ -238,15 +240,10 @@ class ClusterSync:
         if changed:
             job.executor_state = {**state, **(job.executor_state or {})}
             self.executor.stop(job, _("The attempt failed: %(c)s.") % {"c": diagnosis.category})
-            from ...services import request_scheduling_pass
-
-            request_scheduling_pass()
         return changed
 
 
 def resync_all() -> int:
-    from ...models import Cluster, ExecutorKind
-
     changed = 0
     for cluster in Cluster.objects.filter(executor=ExecutorKind.KUBERNETES):
         try:

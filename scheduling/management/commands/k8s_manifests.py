@@ -4,8 +4,9 @@ import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from fleet.models import Cluster
 from scheduling.executors.kubernetes import manifests, spec_for
-from scheduling.models import Cluster, Job
+from scheduling.models import Job
 
 
 class Command(BaseCommand):

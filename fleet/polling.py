@@ -1,0 +1,278 @@
+"""Polling node agents and turning their snapshots into inventory, readings and health.
+
+``poll_agents()`` fetches every agent's ``/v1/snapshot`` concurrently (a bounded thread pool, a timeout
+per agent, so one hanging agent costs one worker for ``POLL_TIMEOUT_SECONDS`` and nothing more), then
+applies all results in one transaction: readings in bulk, inventory changes, health steps with a
+``NodeEvent`` for each change, and hardware-fault evidence on the running jobs that are hit.
+
+Nodes of the simulated cluster (no ``agent_url``) are read in-process through the agent's own code on a
+simulated NVML, so the demo exercises the same path.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from gpuportal import telemetry
+from gpuportal.db import update_grouped
+from nodeagent.agent import Agent
+from nodeagent.backends import make_backend
+from nodeagent.system import SimulatedHostSampler
+
+from . import agent_tokens, health, occupancy, signals
+from .models import GPU, FaultKind, GpuReading, Node, NodeEvent, NodeReading
+
+logger = logging.getLogger(__name__)
+
+
+class PollError(Exception):
+    """The agent did not give a usable snapshot (refused, timed out, unauthorised, garbage)."""
+
+
+@dataclass
+class PollResult:
+    node_id: int
+    snapshot: dict | None = None
+    error: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class PollReport:
+    polled: int = 0
+    answered: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    changes: list[str] = field(default_factory=list)
+    fetch_seconds: float = 0.0
+    store_seconds: float = 0.0
+
+
+def fetch_snapshot(url: str, token: str, timeout: float) -> dict:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PollError(f"agent URL {url!r} is not http(s)")
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    try:
+        connection.request("GET", parts.path.rstrip("/") + "/v1/snapshot",
+                           headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+        response = connection.getresponse()
+        body = response.read()
+    except TimeoutError as exc:
+        raise PollError(f"no answer within {timeout:g} s") from exc
+    except OSError as exc:
+        raise PollError(f"cannot reach the agent: {exc}") from exc
+    except http.client.HTTPException as exc:
+        raise PollError(f"bad HTTP answer: {exc!r}") from exc
+    finally:
+        connection.close()
+    if response.status == 401:
+        raise PollError("the agent refused the token (401); issue a new token and restart the agent")
+    if response.status != 200:
+        raise PollError(f"HTTP {response.status}: {body[:200].decode(errors='replace')}")
+    try:
+        return validate_snapshot(json.loads(body))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PollError(f"invalid snapshot: {exc}") from exc
+
+
+def validate_snapshot(data) -> dict:
+    """Accept only the shape the agent documents; anything else is garbage, reported as a missed poll."""
+    if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
+        raise ValueError("expected an object with a list of gpus")
+    for gpu in data["gpus"]:
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
+            raise ValueError("every gpu needs an integer index")
+        if gpu.get("state") not in ("ok", "lost"):
+            raise ValueError(f"gpu {gpu.get('index')}: unknown state {gpu.get('state')!r}")
+    if not isinstance(data.get("errors", []), list) or not isinstance(data.get("host", {}), dict):
+        raise ValueError("errors must be a list and host an object")
+    return data
+
+
+# -- the simulated cluster's agents, in-process ---------------------------------------------------------
+_SIMULATED: dict[int, object] = {}
+
+
+def _simulated_snapshot(node: Node, busy: set[int]) -> dict:
+    agent = _SIMULATED.get(node.pk)
+    if agent is None:
+        count = max(len(node.gpus.all()), 1)
+        backend = make_backend("simulated", count=count, model=node.gpu_model, seed=node.pk)
+        agent = Agent(backend, node=node.name, host=SimulatedHostSampler(seed=node.pk)).start()
+        _SIMULATED[node.pk] = agent
+    nvml = agent.backend.nvml
+    for index in range(nvml.count):
+        nvml.set_load(index, 88 if index in busy else 0)
+    agent.host.busy = len(busy) / max(nvml.count, 1)
+    return agent.snapshot()
+
+
+def collect(nodes: list[Node], workers: int | None = None, timeout: float | None = None) -> list[PollResult]:
+    workers = workers or settings.AGENTS["POLL_WORKERS"]
+    timeout = timeout or settings.AGENTS["POLL_TIMEOUT_SECONDS"]
+    simulated = [n for n in nodes if not n.agent_url]
+    busy = occupancy.held_gpus() if simulated else {}
+
+    def one(node: Node) -> PollResult:
+        started = time.monotonic()
+        try:
+            if node.agent_url:
+                snapshot = fetch_snapshot(node.agent_url, agent_tokens.token_for(node), timeout)
+            else:
+                snapshot = _simulated_snapshot(node, busy.get(node.pk, set()))
+            return PollResult(node.pk, snapshot=snapshot, seconds=time.monotonic() - started)
+        except PollError as exc:
+            return PollResult(node.pk, error=str(exc), seconds=time.monotonic() - started)
+
+    remote = [n for n in nodes if n.agent_url]
+    results = [one(n) for n in simulated]
+    if remote:
+        with ThreadPoolExecutor(max_workers=min(workers, len(remote))) as pool:
+            results += list(pool.map(one, remote))
+    return results
+
+
+# -- applying results ---------------------------------------------------------------------------------
+def _gpu_observation(gpu: GPU, reported: dict | None, new_errors: list[dict]) -> health.Observation:
+    critical = [e["message"] for e in new_errors if e.get("critical")]
+    if reported is None:
+        return health.Observation(critical=f"GPU {gpu.index} is missing from the agent's inventory.")
+    if reported.get("state") == "lost":
+        detail = reported.get("error") or "no answer"
+        xid = f" after XID {reported['last_xid']}" if reported.get("last_xid") else ""
+        lost = f"GPU {gpu.index} stopped answering NVML{xid} ({detail})."
+        return health.Observation(critical=" ".join([lost, *(f"{m}." for m in critical)]))
+    dbe = reported.get("ecc_volatile_dbe") or 0
+    if dbe > gpu.ecc_dbe:
+        critical.append(f"Double-bit ECC error on GPU {gpu.index} (volatile count {gpu.ecc_dbe} -> {dbe}).")
+    if critical:
+        return health.Observation(critical=f"GPU {gpu.index}: " + " ".join(critical))
+    soft = []
+    if (reported.get("ecc_volatile_sbe") or 0) > gpu.ecc_sbe:
+        soft.append(f"single-bit ECC errors rose to {reported['ecc_volatile_sbe']}")
+    if reported.get("remapped_rows_pending"):
+        soft.append("row remapping pending (reset the GPU when idle)")
+    return health.Observation(soft=f"GPU {gpu.index}: " + "; ".join(soft) + "." if soft else "")
+
+
+def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> PollReport:
+    now = now or timezone.now()
+    k_missed = settings.AGENTS["MISSED_POLLS_UNHEALTHY"]
+    m_good = settings.AGENTS["GOOD_POLLS_HEALTHY"]
+    by_id = {n.pk: n for n in nodes}
+    report = PollReport(polled=len(results))
+    gpu_readings, node_readings, node_events = [], [], []
+    changed_gpus: list[GPU] = []  # health or error counters changed
+    moved_gpus: list[GPU] = []  # inventory changed (uuid, memory): rare
+    new_gpus: list[GPU] = []
+    faults: list[tuple[str, str, int, int | None, str]] = []  # (category, message, node id, gpu id, evidence)
+
+    for result in results:
+        node = by_id[result.node_id]
+        snapshot = result.snapshot
+        if snapshot is None:
+            report.failed[node.name] = result.error
+            node.last_poll_error = result.error
+            obs = health.Observation(answered=False, error=result.error)
+        else:
+            report.answered += 1
+            node.last_seen, node.last_poll_error = now, ""
+            node.agent_version = str(snapshot.get("agent_version") or "")[:32]
+            node.driver_version = str(snapshot.get("driver_version") or "")[:32]
+            node.cuda_version = str(snapshot.get("cuda_version") or "")[:16]
+            obs = health.Observation()
+            host = snapshot.get("host") or {}
+            if isinstance(host.get("cpu_count"), int) and isinstance(host.get("memory_total_mb"), int):
+                node.cpu_milli, node.memory_mib = host["cpu_count"] * 1000, host["memory_total_mb"]
+            node_readings.append(NodeReading(node=node, at=now, **{k: host.get(k) for k in (
+                "cpu_percent", "memory_percent", "net_rx_bytes_per_s", "net_tx_bytes_per_s", "ib_rx_bytes_per_s",
+                "ib_tx_bytes_per_s", "disk_read_bytes_per_s")}))
+            new_errors = [e for e in snapshot.get("errors", []) if isinstance(e, dict)
+                          and float(e.get("time") or 0) > node.last_error_time]
+            if new_errors:
+                node.last_error_time = max(float(e.get("time") or 0) for e in new_errors)
+            reported = {g["index"]: g for g in snapshot["gpus"]}
+            existing = {g.index: g for g in node.gpus.all()}
+            for index, info in reported.items():
+                if index not in existing and info.get("state") == "ok" and info.get("uuid"):
+                    new_gpus.append(GPU(node=node, index=index, uuid=info["uuid"], model=node.gpu_model,
+                                        memory_mb=info.get("memory_total_mb") or 0))
+            for gpu in existing.values():
+                info = reported.get(gpu.index)
+                gpu_obs = _gpu_observation(gpu, info, [e for e in new_errors if e.get("gpu_index") == gpu.index])
+                before = (gpu.health, gpu.good_polls, gpu.ecc_dbe, gpu.ecc_sbe, gpu.retired_pages, gpu.last_xid)
+                identity = (gpu.uuid, gpu.memory_mb)
+                stepped = health.step(gpu.health, 0, gpu.good_polls, gpu_obs, k_missed, m_good)
+                if stepped.changed:
+                    node_events.append(NodeEvent(node=node, gpu=gpu, at=now, kind=NodeEvent.Kind.HEALTH,
+                                                 from_state=gpu.health, to_state=stepped.state, reason=stepped.reason,
+                                                 data={"gpu": gpu.index, "reading": info}))
+                    report.changes.append(f"{node.name}/gpu{gpu.index}: {gpu.health} -> {stepped.state}")
+                    if stepped.state == health.UNHEALTHY:
+                        faults.append((FaultKind.GPU_FAULT, stepped.reason, node.pk, gpu.pk, gpu.uuid))
+                gpu.health, gpu.good_polls = stepped.state, stepped.good
+                if info and info.get("state") == "ok":
+                    gpu.ecc_dbe = info.get("ecc_volatile_dbe") or 0
+                    gpu.ecc_sbe = info.get("ecc_volatile_sbe") or 0
+                    gpu.retired_pages = info.get("retired_pages_dbe") or 0
+                    gpu.memory_mb = info.get("memory_total_mb") or gpu.memory_mb
+                    gpu.uuid = info.get("uuid") or gpu.uuid
+                    gpu_readings.append(GpuReading(
+                        gpu=gpu, at=now, utilization_pct=info.get("utilization_gpu"),
+                        memory_used_mb=info.get("memory_used_mb"), temperature_c=info.get("temperature_c"),
+                        power_w=info.get("power_w")))
+                if info and info.get("last_xid"):
+                    gpu.last_xid = info["last_xid"]
+                if (gpu.health, gpu.good_polls, gpu.ecc_dbe, gpu.ecc_sbe, gpu.retired_pages, gpu.last_xid) != before:
+                    changed_gpus.append(gpu)
+                if (gpu.uuid, gpu.memory_mb) != identity:
+                    moved_gpus.append(gpu)
+        stepped = health.step(node.health, node.missed_polls, node.good_polls, obs, k_missed, m_good)
+        if stepped.changed:
+            node_events.append(NodeEvent(node=node, at=now, kind=NodeEvent.Kind.HEALTH, from_state=node.health,
+                                         to_state=stepped.state, reason=stepped.reason,
+                                         data={"error": result.error} if result.error else {}))
+            report.changes.append(f"{node.name}: {node.health} -> {stepped.state}")
+            if stepped.state == health.UNHEALTHY:
+                faults.append((FaultKind.NODE_FAULT, stepped.reason, node.pk, None, result.error))
+        node.health, node.missed_polls, node.good_polls = stepped.state, stepped.missed, stepped.good
+
+    with transaction.atomic():
+        update_grouped(Node, nodes, ["health", "missed_polls", "good_polls", "last_seen", "last_poll_error",
+                                     "agent_version", "driver_version", "cuda_version", "last_error_time",
+                                     "cpu_milli", "memory_mib"])
+        GPU.objects.bulk_create(new_gpus)
+        update_grouped(GPU, changed_gpus, ["health", "good_polls", "ecc_dbe", "ecc_sbe", "retired_pages", "last_xid"])
+        GPU.objects.bulk_update(moved_gpus, ["uuid", "memory_mb"], batch_size=500)
+        GpuReading.objects.bulk_create(gpu_readings, batch_size=5000)
+        NodeReading.objects.bulk_create(node_readings, batch_size=5000)
+        NodeEvent.objects.bulk_create(node_events)
+        for category, reason, node_id, gpu_id, evidence in faults:
+            signals.hardware_fault.send(sender=Node, category=category, reason=reason, node=by_id[node_id],
+                                          gpu_id=gpu_id, at=now, evidence=evidence)
+    return report
+
+
+def poll_agents(nodes=None, workers: int | None = None, timeout: float | None = None) -> PollReport:
+    nodes = list(nodes if nodes is not None else Node.objects.prefetch_related("gpus"))
+    started = time.monotonic()
+    results = collect(nodes, workers=workers, timeout=timeout)
+    fetched = time.monotonic()
+    report = apply_results(results, nodes)
+    report.fetch_seconds, report.store_seconds = fetched - started, time.monotonic() - fetched
+    for name, error in report.failed.items():
+        logger.warning("agent of %s: %s", name, error)
+    if report.failed:
+        telemetry.increment("gpuportal_agent_poll_failures_total", len(report.failed))
+    return report

@@ -1,0 +1,62 @@
+"""Fleet pages: what can run now, the asset tree, a node's page and its admin actions. Thin: read through
+``queries``/``inventory``, act through ``services``."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from tenants import access
+
+from . import agent_tokens, services
+from .inventory import gpu_rows, inventory_tree, node_series
+from .models import AdminState, Node
+from .queries import capacity_summary
+
+
+@login_required
+def cluster_overview(request):
+    return render(request, "fleet/cluster.html", {"capacity": capacity_summary(with_nodes=True)})
+
+
+@login_required
+def inventory(request):
+    datacenter, rack = request.GET.get("datacenter", ""), request.GET.get("rack", "")
+    return render(request, "fleet/inventory.html", {
+        "tree": inventory_tree(request.user, datacenter=datacenter, rack=rack),
+        "datacenter": datacenter, "rack": rack})
+
+
+def _node_page(request, node, new_token=""):
+    return render(request, "fleet/node_detail.html", {
+        "node": node, "gpus": gpu_rows(request.user, node.gpus.all()),
+        "host": node_series([node.pk]).get(node.pk, {}), "events": node.events.select_related("actor", "gpu")[:200],
+        "can_admin": access.for_user(request.user).platform_admin, "new_token": new_token,
+        "admin_states": AdminState.choices})
+
+
+@login_required
+def node_detail(request, name):
+    node = get_object_or_404(Node.objects.select_related("cluster"), name=name)
+    return _node_page(request, node)
+
+
+@login_required
+@require_POST
+def node_action(request, name):
+    """Platform admins: cordon / drain / reactivate a node, or issue its agent token (shown once)."""
+    node = get_object_or_404(Node.objects.select_related("cluster"), name=name)
+    if not access.for_user(request.user).platform_admin:
+        raise PermissionDenied
+    action = request.POST.get("action", "")
+    if action == "issue_token":
+        token = agent_tokens.issue(node, actor=request.user)
+        return _node_page(request, node, new_token=token)
+    try:
+        services.set_node_admin_state(request.user, node, action, request.POST.get("reason", "").strip()[:500])
+        messages.success(request, _("Node %(n)s is now %(s)s.") % {"n": node.name, "s": node.get_state_display()})
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    return redirect("fleet:node-detail", name=node.name)

@@ -1,0 +1,113 @@
+"""Changes to existing jobs: cancel, hold and release, a new task type (priority), a longer runtime, an idle
+job reclaimed, a note on the timeline; and reservations of capacity.
+
+Every change is an event on the job's timeline with its reason (status changes go through ``lifecycle``).
+Governance carries out approved requests through these functions and never writes ``Job`` or ``JobEvent``
+rows itself. Functions taking ``user`` check permissions and ask for a scheduling pass; the others are
+called by services that checked, inside their transaction, and that ask for the pass once for all.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from audit import log as audit
+from audit.models import AuditAction
+from tenants import access
+
+from . import lifecycle
+from .executors import executor_for
+from .models import ACTIVE_STATUSES, Job, JobEvent, JobStatus, Reservation, TaskType
+from .tasks import request_scheduling_pass
+
+
+def cancel_job(user, job: Job, reason: str = "") -> Job:
+    """Cancel a waiting or running job; the executor stops it and its GPUs are released."""
+    if not access.can_manage_job(user, job.tenant_id, job.owner_id):
+        raise PermissionDenied(_("You may not cancel this job."))
+    if job.is_terminal:
+        raise ValidationError({"status": _("Job #%(id)d has already ended (%(status)s).") % {
+            "id": job.pk, "status": job.get_status_display()}})
+    was_active = job.cluster_id is not None and job.status in ACTIVE_STATUSES
+    text = _("Cancelled by %(user)s.") % {"user": user.get_username()}
+    if reason:
+        text = f"{text} {reason}"
+    try:
+        with transaction.atomic():
+            before = job.status
+            lifecycle.transition(job, JobStatus.CANCELLED, text, actor=user)
+            if user.pk != job.owner_id:  # the owner cancelling their own job is not a governance action
+                audit.record(AuditAction.JOB_CANCEL, job, actor=user, reason=text, before={"status": before},
+                             after={"status": job.status})
+    except lifecycle.InvalidTransition as exc:
+        raise ValidationError({"status": _("Job #%(id)d changed state meanwhile; reload and retry.") % {
+            "id": job.pk}}) from exc
+    if was_active:
+        executor_for(job.cluster).stop(job)
+    request_scheduling_pass()
+    return job
+
+
+def reclaim_job(job: Job, reason: str, at, data: dict) -> None:
+    """Stop a running job that stayed idle (governance decided, with its evidence in ``data``). The executor
+    stops it once the caller's transaction commits; the caller asks for the pass that reuses its GPUs."""
+    lifecycle.transition(job, JobStatus.CANCELLED, reason, at=at, data=data)
+    if job.cluster_id:
+        transaction.on_commit(lambda: executor_for(job.cluster).stop(job))
+
+
+def set_hold(user, job: Job, hold: bool) -> Job:
+    """Hold a waiting job (it keeps its place but is not started) or release it. Owners hold as "user";
+    tenant and platform admins as "admin"; only an admin releases an admin hold."""
+    if not access.can_manage_job(user, job.tenant_id, job.owner_id):
+        raise PermissionDenied(_("You may not hold or release this job."))
+    if not job.is_waiting:
+        raise ValidationError({"status": _("Only a waiting job can be held or released (job #%(id)d is %(s)s).")
+                               % {"id": job.pk, "s": job.get_status_display()}})
+    is_admin = job.owner_id != user.pk or access.for_user(user).platform_admin
+    if not hold and job.held_by == "admin" and not (access.for_user(user).platform_admin or access.has_role(
+            user, job.tenant_id, {"tenant_admin"})):
+        raise PermissionDenied(_("An admin hold can only be released by an admin."))
+    new = ("admin" if is_admin else "user") if hold else ""
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(held_by=new)
+        note(job, JobEvent.Kind.HOLD, (_("Held by %(user)s.") if hold else _("Released by %(user)s.")) % {
+            "user": user.get_username()}, actor=user)
+        request_scheduling_pass()
+    job.held_by = new
+    return job
+
+
+def change_task_type(job: Job, task_type: TaskType, reason: str, actor=None, data: dict | None = None) -> dict:
+    """Give a job another task type and that type's priority; returns what it had before."""
+    before = {"task_type": job.task_type.code, "priority": job.priority}
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(task_type=task_type, priority=task_type.priority)
+        note(job, JobEvent.Kind.APPROVAL, reason, actor=actor, data={**(data or {}), "before": before})
+    job.task_type, job.priority = task_type, task_type.priority
+    return before
+
+
+def extend_runtime(job: Job, minutes: int, reason: str, actor=None, data: dict | None = None) -> int:
+    """Set a job's maximum runtime; returns the one it had before."""
+    before = job.max_runtime_minutes
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(max_runtime_minutes=minutes)
+        note(job, JobEvent.Kind.APPROVAL, reason, actor=actor, data=data)
+    job.max_runtime_minutes = minutes
+    return before
+
+
+def note(job: Job, kind: str, reason: str, actor=None, data: dict | None = None, at=None) -> JobEvent:
+    """A line on the job's timeline that changes no status (an approval, an idle warning, a hold)."""
+    return JobEvent.objects.create(job=job, at=at or timezone.now(), kind=kind, from_status=job.status,
+                                   to_status=job.status, reason=reason, actor=actor, data=data or {})
+
+
+def create_reservation(tenant, gpu_model: str, gpus: int, start, end, created_by=None) -> Reservation:
+    """Hold capacity for a tenant (an approved reservation request); the next pass keeps it free."""
+    return Reservation.objects.create(tenant=tenant, gpu_model=gpu_model, gpus=gpus, start=start, end=end,
+                                      created_by=created_by)

@@ -1,0 +1,52 @@
+"""Scheduling's answers to the fleet (see ``fleet.occupancy``): which GPUs jobs hold, and what a hardware
+fault means for the jobs it hits. Registered in ``SchedulingConfig.ready()``."""
+
+from __future__ import annotations
+
+from django.utils.translation import gettext as _
+
+from fleet.models import Node
+
+from .models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobEvent
+from .tasks import request_scheduling_pass
+
+
+def _active_allocations():
+    return JobAllocation.objects.filter(released_at__isnull=True, job__status__in=ACTIVE_STATUSES)
+
+
+class JobOccupancy:
+    def held_gpus(self) -> dict[int, set[int]]:
+        held: dict[int, set[int]] = {}
+        for node_id, index in _active_allocations().values_list("gpu__node_id", "gpu__index"):
+            held.setdefault(node_id, set()).add(index)
+        return held
+
+    def holders(self, user, gpu_ids) -> dict[int, dict]:
+        rows = list(_active_allocations().filter(gpu_id__in=list(gpu_ids)).values_list("gpu_id", "job_id"))
+        visible = Job.objects.visible_to(user).filter(pk__in={j for _g, j in rows}).select_related("tenant")
+        jobs = {j.pk: j for j in visible}
+        return {gpu_id: {"job": jobs.get(job_id), "hidden": job_id not in jobs} for gpu_id, job_id in rows}
+
+
+def mark_jobs_hit_by_fault(sender, category: str, reason: str, node: Node, gpu_id: int | None, at, evidence="",
+                           **kwargs) -> int:
+    """Attach the fault to every active job on the node (or GPU) as evidence for its failure diagnosis."""
+    allocations = _active_allocations()
+    allocations = allocations.filter(gpu_id=gpu_id) if gpu_id else allocations.filter(gpu__node_id=node.pk)
+    jobs = Job.objects.filter(pk__in=allocations.values("job_id"))
+    for job in jobs:
+        fault = {"category": category, "node": node.name, "gpu_id": gpu_id, "message": reason,
+                 "evidence": evidence, "at": at.isoformat()}
+        JobEvent.objects.create(job=job, at=at, kind=JobEvent.Kind.FAULT, from_status=job.status,
+                                to_status=job.status, data=fault,
+                                reason=_("%(category)s on %(node)s: %(reason)s") % {
+                                    "category": FailureCategory(category).label, "node": node.name,
+                                    "reason": reason})
+        Job.objects.filter(pk=job.pk).update(executor_state={**job.executor_state, "fault": fault})
+    return len(jobs)
+
+
+def pass_after_capacity_change(sender, node: Node, **kwargs) -> None:
+    """A node was cordoned, drained or reactivated: schedule again once that is committed."""
+    request_scheduling_pass()

@@ -1,0 +1,316 @@
+"""Submitting a job: the one declaration of the submit fields, the rules that check them, and the write.
+
+``SUBMIT_FIELDS`` is the single description of a submission's body. The page's form
+(``forms.JobSubmitForm``), the API's request serializer and its OpenAPI schema
+(``api.serializers.JobSubmitSerializer``) are built from it, and ``validate_job_request`` takes its labels
+and fixed limits from it, so the three can no longer disagree about a field. Limits that depend on the
+fleet (how many GPUs a node of a model has) come from the GPU-model catalogue at validation time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from fleet.catalogue import GpuModelCapacity, gpu_model_catalogue
+from gpuportal.validation import whole_number
+from tenants import access
+from tenants.models import Project, Tenant
+
+from . import lifecycle
+from .models import Job, JobStatus, TaskType, Topology
+from .tasks import request_scheduling_pass
+
+
+def _max_runtime() -> int:
+    return settings.SCHEDULER["MAX_RUNTIME_MINUTES"]
+
+
+@dataclass(frozen=True)
+class SubmitField:
+    """One field of a submission: its kind (text, int, float, choice, bool), label, help and fixed limits."""
+
+    name: str
+    kind: str
+    label: str
+    help_text: str = ""
+    required: bool = False
+    min_value: float | None = None
+    max_value: float | None = None
+    max_length: int | None = None
+    choices: tuple = ()
+    default: object = None
+
+
+SUBMIT_FIELDS: tuple[SubmitField, ...] = (
+    SubmitField("tenant", "text", gettext_lazy("Tenant"), gettext_lazy("Tenant name; optional when the project "
+                                                                      "names it."), max_length=64),
+    SubmitField("project", "text", gettext_lazy("Project"), gettext_lazy("Project name, or tenant/project."),
+                max_length=200),
+    SubmitField("name", "text", gettext_lazy("Name"), gettext_lazy("Optional; a name is made up if empty."),
+                max_length=Job._meta.get_field("name").max_length),
+    SubmitField("task_type", "text", gettext_lazy("Task type"), gettext_lazy("A task type code, e.g. research."),
+                required=True, max_length=32),
+    SubmitField("gpu_model", "text", gettext_lazy("GPU model"), gettext_lazy("A GPU model the cluster has."),
+                required=True, max_length=64),
+    SubmitField("gpus_per_node", "int", gettext_lazy("GPUs per node"), required=True, min_value=1, default=1),
+    SubmitField("nodes", "int", gettext_lazy("Nodes"), min_value=1, default=1),
+    SubmitField("topology", "choice", gettext_lazy("Topology"), gettext_lazy("Where the nodes of a multi-node job "
+                                                                            "must be."),
+                choices=tuple(Topology.choices), default=Topology.ANY),
+    SubmitField("gpu_share", "float", gettext_lazy("GPU share"),
+                gettext_lazy("Below 1 (e.g. 0.25): a share of one GPU, packed with others."),
+                min_value=0.05, max_value=1, default=1),
+    SubmitField("cpus_per_node", "float", gettext_lazy("CPUs per node"),
+                gettext_lazy("Empty: the task type's CPUs per GPU.")),
+    SubmitField("memory_gb_per_node", "float", gettext_lazy("Memory per node (GB)"),
+                gettext_lazy("Empty: the task type's default.")),
+    SubmitField("image", "text", gettext_lazy("Image"), gettext_lazy("One image reference, e.g. "
+                                                                    "registry.local/pytorch:2.4-cuda12."),
+                required=True, max_length=Job._meta.get_field("image").max_length),
+    SubmitField("command", "text", gettext_lazy("Command"), max_length=10000),
+    SubmitField("max_runtime_minutes", "int", gettext_lazy("Max runtime (minutes)"),
+                gettext_lazy("Empty: the task type's default."), min_value=1,
+                max_value=settings.SCHEDULER["MAX_RUNTIME_MINUTES"]),
+    SubmitField("requeue_on_preemption", "bool", gettext_lazy("Requeue when preempted"), default=True),
+)
+FIELDS = {f.name: f for f in SUBMIT_FIELDS}
+
+
+def _label(name: str) -> str:
+    return str(FIELDS[name].label)
+
+
+def submittable_projects(user):
+    """Projects of tenants where ``user`` may submit jobs."""
+    projects = Project.objects.visible_to(user).select_related("tenant")
+    return [p for p in projects if access.can_submit(user, p.tenant_id)]
+
+
+def _text(data: dict, name: str) -> str:
+    value = data.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _project_by_reference(user, ref: str, tenant, errors: dict) -> Project | None:
+    projects = Project.objects.visible_to(user).select_related("tenant")
+    if "/" in ref:  # "tenant/project", as a job's JSON shows it
+        ref_tenant, _sep, ref = ref.partition("/")
+        projects = projects.filter(tenant__name=ref_tenant)
+    if tenant is not None:
+        projects = projects.filter(tenant=tenant)
+    matches = list(projects.filter(name=ref)[:2])
+    if not matches:
+        where = _(" in tenant %(t)s") % {"t": tenant.name} if tenant else ""
+        errors["project"] = _("Unknown project %(name)r%(where)s.") % {"name": ref, "where": where}
+        return None
+    if len(matches) > 1:
+        errors["project"] = _("Project %(name)r exists in several of your tenants; name the tenant too.") % {
+            "name": ref}
+        return None
+    return matches[0]
+
+
+def _resolve_project(user, data: dict, errors: dict) -> Project | None:
+    """A project names its tenant; ``tenant`` alone picks that tenant's first project.
+
+    Projects and tenants the user cannot see are reported exactly like ones that do not exist.
+    """
+    raw_tenant = data.get("tenant")
+    tenant_name = raw_tenant.strip() if isinstance(raw_tenant, str) else raw_tenant
+    visible_tenants = Tenant.objects.visible_to(user)
+    tenant = None
+    if tenant_name:
+        tenant = visible_tenants.filter(name=tenant_name).first()
+        if tenant is None:
+            errors["tenant"] = _("Unknown tenant %(name)r.") % {"name": tenant_name}
+            return None
+    ref = str(data.get("project") or "").strip()
+    if ref:
+        project = _project_by_reference(user, ref, tenant, errors)
+    else:
+        if tenant is None:
+            candidates = [t for t in visible_tenants if access.can_submit(user, t.pk)]
+            if len(candidates) != 1:
+                errors["project"] = _("Choose a project.")
+                return None
+            tenant = candidates[0]
+        project = Project.objects.filter(tenant=tenant).order_by("name").first()
+        if project is None:
+            errors["project"] = _("Tenant %(t)s has no project; ask its admin to create one.") % {"t": tenant.name}
+    if project is not None and not access.can_submit(user, project.tenant_id):
+        errors["project"] = _("You may not submit jobs in tenant %(t)s (your role there is read-only).") % {
+            "t": project.tenant.name}
+        return None
+    return project
+
+
+def _task_type(data: dict, errors: dict) -> TaskType | None:
+    code = data.get("task_type")
+    task_type = TaskType.objects.filter(code=code).first() if isinstance(code, str) and code else None
+    if task_type is None:
+        choices = ", ".join(TaskType.objects.values_list("code", flat=True))
+        errors["task_type"] = (_("Unknown task type %(code)r; choose one of: %(choices)s.") % {
+            "code": code, "choices": choices}) if code else _("Task type is required.")
+    return task_type
+
+
+def _gpu_model(data: dict, errors: dict) -> tuple[str, GpuModelCapacity | None]:
+    catalogue = gpu_model_catalogue()
+    model_name = _text(data, "gpu_model")
+    capacity = catalogue.get(model_name)
+    if capacity is None:
+        known = ", ".join(catalogue) or _("none yet")
+        errors["gpu_model"] = (_("Unknown GPU model %(model)r; the cluster has: %(known)s.") % {
+            "model": data.get("gpu_model"), "known": known}) if model_name else _("GPU model is required.")
+    return model_name, capacity
+
+
+def _size(data: dict, errors: dict, clean: dict, capacity: GpuModelCapacity | None) -> None:
+    """GPUs per node and nodes, bounded by what the model's nodes have."""
+    model = clean["gpu_model"]
+    clean["gpus_per_node"] = whole_number(
+        errors, data, "gpus_per_node", 1, max(capacity.max_gpus_per_node if capacity else 64, 1),
+        _label("gpus_per_node"),
+        too_large=_("%%(value)d GPUs per node is more than any %(model)s node has (at most %%(max)d).")
+        % {"model": model} if capacity else None)
+    clean["node_count"] = whole_number(
+        errors, {"nodes": data.get("nodes", FIELDS["nodes"].default)}, "nodes", 1,
+        max(capacity.nodes if capacity else 1024, 1), _label("nodes"),
+        too_large=_("%%(value)d nodes is more than the %%(max)d %(model)s nodes the cluster has.")
+        % {"model": model} if capacity else None)
+    if capacity and "gpus_per_node" not in errors and "nodes" not in errors:
+        big_enough = capacity.nodes_with_at_least(clean["gpus_per_node"])
+        if clean["node_count"] > big_enough:
+            errors["nodes"] = _(
+                "%(n)d nodes with %(g)d %(model)s GPUs each can never fit: only %(k)d nodes have %(g)d GPUs "
+                "(the largest possible request is %(k)d x %(g)d).") % {
+                "n": clean["node_count"], "g": clean["gpus_per_node"], "model": model, "k": big_enough}
+
+
+def _runtime(data: dict, errors: dict, task_type: TaskType | None) -> int | None:
+    runtime = data.get("max_runtime_minutes")
+    if runtime in (None, "") and task_type is not None:
+        runtime = task_type.default_max_runtime_minutes
+    return whole_number(errors, {"max_runtime_minutes": runtime}, "max_runtime_minutes", 1, _max_runtime(),
+                        _label("max_runtime_minutes"))
+
+
+def _program(data: dict, errors: dict, clean: dict) -> None:
+    """Image, command and name: text within the declared lengths."""
+    image, limit = _text(data, "image"), FIELDS["image"].max_length
+    if not image:
+        errors["image"] = _("Image is required (for example registry.local/pytorch:2.4).")
+    elif len(image) > limit or any(c.isspace() for c in image):
+        errors["image"] = _("Image must be one reference without spaces, at most %(max)d characters.") % {
+            "max": limit}
+    clean["image"] = image
+    command = data.get("command") or ""
+    if not isinstance(command, str) or len(command) > FIELDS["command"].max_length:
+        errors["command"] = _("Command must be text of at most %(max)d characters.") % {
+            "max": FIELDS["command"].max_length}
+    clean["command"] = command if isinstance(command, str) else ""
+    name = data.get("name") or ""
+    if not isinstance(name, str) or len(name) > FIELDS["name"].max_length:
+        errors["name"] = _("Name must be at most %(max)d characters.") % {"max": FIELDS["name"].max_length}
+    clean["name"] = name.strip() if isinstance(name, str) else ""
+
+
+def _placement(data: dict, errors: dict, clean: dict) -> None:
+    """Topology and GPU share."""
+    topology = data.get("topology") or Topology.ANY
+    if topology not in Topology.values:
+        errors["topology"] = _("Unknown topology %(t)r; choose one of: %(choices)s.") % {
+            "t": topology, "choices": ", ".join(Topology.values)}
+    elif topology == Topology.SAME_NODE and clean.get("node_count") not in (None, 1):
+        errors["topology"] = _("same_node needs nodes = 1 (got %(n)d).") % {"n": clean["node_count"]}
+    clean["topology"] = topology
+    share, spec = data.get("gpu_share"), FIELDS["gpu_share"]
+    clean["gpu_milli"] = 1000
+    if share in (None, ""):
+        return
+    try:
+        share_value = float(share)
+    except (TypeError, ValueError):
+        share_value = -1.0
+    if not spec.min_value <= share_value <= spec.max_value:
+        errors["gpu_share"] = _("GPU share must be between %(min)g and %(max)g (got %(v)s).") % {
+            "min": spec.min_value, "max": spec.max_value, "v": share}
+    elif share_value < 1 and (clean.get("gpus_per_node") != 1 or clean.get("node_count") != 1):
+        errors["gpu_share"] = _("A GPU share below 1 needs exactly 1 GPU on 1 node.")
+    else:
+        clean["gpu_milli"] = round(share_value * 1000)
+
+
+def _host_resources(data: dict, errors: dict, clean: dict, capacity: GpuModelCapacity | None) -> None:
+    """CPUs and memory per node, at most what the model's largest node has."""
+    for name, scale, largest in (("cpus_per_node", 1000, capacity.max_cpu_milli if capacity else 0),
+                                 ("memory_gb_per_node", 1024, capacity.max_memory_mib if capacity else 0)):
+        raw = data.get(name)
+        clean[name] = None
+        if raw in (None, ""):
+            continue
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = -1.0
+        limit = largest / scale if largest else 1e9
+        if not 0 < value <= limit:
+            errors[name] = _("%(label)s must be above 0 and at most %(max)g (got %(v)s).") % {
+                "label": _label(name), "max": limit, "v": raw}
+        else:
+            clean[name] = round(value * scale)
+
+
+def validate_job_request(user, data: dict) -> dict:
+    """Check a submission and return clean values, or raise ValidationError naming each bad field.
+
+    The same rules serve the form and the API, so both say the same thing about the same input.
+    """
+    errors: dict[str, str] = {}
+    clean: dict = {"project": _resolve_project(user, data, errors)}
+    clean["task_type"] = _task_type(data, errors)
+    clean["gpu_model"], capacity = _gpu_model(data, errors)
+    _size(data, errors, clean, capacity)
+    clean["max_runtime_minutes"] = _runtime(data, errors, clean["task_type"])
+    _program(data, errors, clean)
+    _placement(data, errors, clean)
+    _host_resources(data, errors, clean, capacity)
+    clean["requeue_on_preemption"] = str(data.get("requeue_on_preemption", True)).lower() not in (
+        "false", "0", "no")
+    if errors:
+        raise ValidationError(errors)
+    return clean
+
+
+def submit_job(user, data: dict) -> Job:
+    """Validate and store a job; it queues at once unless its task type needs approval."""
+    clean = validate_job_request(user, data)
+    project, task_type = clean["project"], clean["task_type"]
+    now = timezone.now()
+    needs_approval = task_type.requires_approval
+    reason = (_("Submitted by %(user)s; task type %(t)s needs approval.") if needs_approval
+              else _("Submitted by %(user)s; task type %(t)s needs no approval, queued.")) % {
+        "user": user.get_username(), "t": task_type.code}
+    with transaction.atomic():
+        job = lifecycle.create_job(
+            status=JobStatus.PENDING if needs_approval else JobStatus.QUEUED, reason=reason, actor=user,
+            tenant=project.tenant, project=project, owner=user,
+            name=clean["name"] or f"{task_type.code}-{clean['gpu_model'].lower()}-{now:%m%d-%H%M%S}",
+            task_type=task_type, gpu_model=clean["gpu_model"], gpus_per_node=clean["gpus_per_node"],
+            node_count=clean["node_count"], image=clean["image"], command=clean["command"],
+            max_runtime_minutes=clean["max_runtime_minutes"], priority=task_type.priority, submitted_at=now,
+            topology=clean["topology"], gpu_milli=clean["gpu_milli"],
+            cpu_milli=clean["cpus_per_node"] or task_type.cpu_milli_per_gpu * clean["gpus_per_node"],
+            memory_mib=clean["memory_gb_per_node"] or task_type.memory_mib_per_gpu * clean["gpus_per_node"],
+            requeue_on_preemption=clean["requeue_on_preemption"],
+        )
+        request_scheduling_pass()
+    job.refresh_from_db()  # the pass that ran on commit may have admitted it already
+    return job

@@ -29,6 +29,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	./scripts/ensure-services.sh
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) manage.py makemigrations --check --dry-run -v 0
 	$(PY) -m pytest
 

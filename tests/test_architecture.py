@@ -142,3 +142,14 @@ def _inner_imports_without_reason() -> list[str]:
 
 def test_imports_inside_functions_say_why():
     assert _inner_imports_without_reason() == []
+
+
+SPLIT_SERVICES = ("scheduling/submission.py", "scheduling/job_actions.py", "scheduling/queries.py",
+                  "scheduling/snapshots.py", "scheduling/scheduler.py", "scheduling/tasks.py")
+
+
+def test_scheduling_services_have_no_function_over_sixty_lines():
+    long = [f"{path}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in SPLIT_SERVICES for node in ast.walk(ast.parse((ROOT / path).read_text()))
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 60]
+    assert long == []

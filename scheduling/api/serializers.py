@@ -126,8 +126,9 @@ class QuotaUseSerializer(serializers.Serializer):
     tenant = serializers.CharField()
     gpu_model = serializers.CharField()
     guaranteed = serializers.IntegerField()
-    limit = serializers.IntegerField()
-    used = serializers.IntegerField()
+    limit = serializers.IntegerField(help_text="Effective limit: the configured limit plus bursts active now.")
+    burst = serializers.IntegerField(help_text="Extra GPUs of the bursts active now (included in limit).")
+    used = serializers.IntegerField(help_text="GPUs held; a share of a GPU counts as one.")
     queued = serializers.IntegerField(help_text="GPUs asked for by the tenant's queued jobs.")
 
 

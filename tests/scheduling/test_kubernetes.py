@@ -3,9 +3,11 @@
 import json
 import urllib.error
 import urllib.request
+from datetime import timedelta
 
 import kubernetes_validate
 import pytest
+from django.utils import timezone
 
 from fleet.models import Cluster
 from kubefake.validation import same_verdict_as_kubernetes_validate
@@ -14,6 +16,7 @@ from scheduling.executors.kubernetes import manifests
 from scheduling.executors.kubernetes.sync import ClusterSync
 from scheduling.models import Job, JobEvent, JobStatus
 from scheduling.tasks import dispatch_job
+from tenants.models import Quota
 from tests.conftest import job_payload
 
 from .kube import MODEL, make_cluster
@@ -61,8 +64,6 @@ def test_single_node_job_runs_pinned_and_succeeds(kube, users):
     assert labels["gpuportal.io/job"] == str(job.pk) and labels["gpuportal.io/tenant"] == "vision"
     ns = kube.fake.get("namespaces", None, "gp-vision")
     assert ns["metadata"]["labels"]["gpuportal.io/tenant"] == "vision"
-    from tenants.models import Quota
-
     limits = sum(Quota.objects.filter(tenant__name="vision").values_list("limit_gpus", flat=True))
     assert kube.fake.get("resourcequotas", "gp-vision", "gpuportal-gpus")["spec"]["hard"] == {
         "requests.nvidia.com/gpu": str(limits)}  # the tenant's limits, enforced again by Kubernetes
@@ -147,8 +148,6 @@ def test_cancel_and_preemption_delete_the_job_with_foreground_propagation(kube, 
     assert ("jobs", namespace, name, "Foreground") in kube.fake.deletions
     assert ("jobs", namespace, name) not in kube.fake.objects
     assert Job.objects.get(pk=job.pk).events.filter(kind=JobEvent.Kind.EXECUTOR, reason__contains="foreground").exists()
-
-    from tenants.models import Quota
 
     Quota.objects.filter(tenant__name="vision", gpu_model=MODEL).update(guaranteed_gpus=0, limit_gpus=32)
     borrowers = [submit(users, task_type="research") for _ in range(4)]  # vision borrows all 32 H200
@@ -241,11 +240,33 @@ def test_fake_server_selectors_patch_and_status_bodies(kube):
 
 
 def test_a_changed_limit_reaches_the_resource_quota_at_the_next_dispatch(kube, users):
-    from tenants.models import Quota
-
     submit(users, gpus_per_node=1)
     Quota.objects.filter(tenant__name="vision", gpu_model=MODEL).update(limit_gpus=24)
     submit(users, gpus_per_node=1)
     limits = sum(Quota.objects.filter(tenant__name="vision").values_list("limit_gpus", flat=True))
     assert kube.fake.get("resourcequotas", "gp-vision", "gpuportal-gpus")["spec"]["hard"] == {
         "requests.nvidia.com/gpu": str(limits)}
+
+
+def test_a_job_admitted_under_an_approved_burst_is_created_by_the_cluster(kube, users, api):
+    """The namespace's ResourceQuota carries the burst too: the fake refuses pods beyond it, as Kubernetes does."""
+    Quota.objects.filter(tenant__name="vision").exclude(gpu_model=MODEL).delete()
+    Quota.objects.filter(tenant__name="vision", gpu_model=MODEL).update(guaranteed_gpus=8, limit_gpus=8)
+    first = submit(users, command="sim:minutes=999")
+    assert first.status == JobStatus.DISPATCHING
+    waiting = submit(users)
+    assert waiting.status == JobStatus.QUEUED  # 8 of 8 held
+    now = timezone.now()
+    created = api("alice").post("/api/priority-requests/", {
+        "kind": "burst", "tenant": "vision", "gpu_model": MODEL, "gpus": 8,
+        "start": (now - timedelta(minutes=1)).isoformat(), "end": (now + timedelta(hours=4)).isoformat(),
+        "justification": "Eight more GPUs for the deadline run, four hours."}, format="json").json()
+    assert api("admin").post(f"/api/priority-requests/{created['id']}/approve/", {}, format="json").status_code == 200
+    waiting.refresh_from_db()
+    assert waiting.status == JobStatus.DISPATCHING  # admitted under the burst and sent
+    hard = kube.fake.get("resourcequotas", "gp-vision", "gpuportal-gpus")["spec"]["hard"]
+    assert hard == {"requests.nvidia.com/gpu": "16"}  # limit 8 + burst 8
+    namespace, name = kube.objects_of(waiting)
+    assert len(kube.fake.pods(namespace, name)) == 1  # the pod exists: the quota let it in
+    kube.sync()
+    assert Job.objects.get(pk=waiting.pk).status == JobStatus.RUNNING

@@ -1,9 +1,14 @@
 """Server-rendered pages: what they show, isolation, and the submit form's errors."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from scheduling import submission
 from scheduling.models import Job
+from tenants.models import Tenant
+from tenants.quotas import grant_burst
 from tests.conftest import job_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -104,3 +109,16 @@ def test_viewer_roles_cannot_submit(client, users):
 def test_cluster_page_lists_nodes(client, users):
     html = login(client, "bob").get("/cluster/").content.decode()
     assert "dc1-r1-h100-01" in html and "dc2-r2-l40s-04" in html
+
+
+def test_dashboard_bar_shows_the_limit_with_an_active_burst(client, users):
+    now = timezone.now()
+    grant_burst(Tenant.objects.get(name="vision"), "A100", 8, now - timedelta(minutes=5), now + timedelta(hours=1))
+    client.login(username="alice", password="demo")
+    html = client.get("/").content.decode()
+    row = html[html.index('data-tenant="vision" data-model="A100"'):]
+    row = row[:row.index("</tr>")]
+    assert "/ 16 / 24" in row and 'data-burst="8"' in row and "limit 16 + 8 burst" in row
+    api_rows = client.get("/api/quotas/").json()["results"]
+    a100 = next(r for r in api_rows if r["tenant"] == "vision" and r["gpu_model"] == "A100")
+    assert a100["limit"] == 24 and a100["burst"] == 8

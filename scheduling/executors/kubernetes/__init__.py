@@ -20,6 +20,8 @@ from django.utils.translation import gettext as _
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tenants.quotas import tenant_gpu_limit
+
 from ... import job_tokens
 from ...models import JobEvent
 from ..base import Executor, ExecutorUpdate
@@ -84,7 +86,8 @@ class KubernetesExecutor(Executor):
             _prepared.add(key)
 
     def tenant_manifests(self, tenant) -> list[dict]:
-        return manifests.for_tenant(self.prefix, tenant.name, sum(q.limit_gpus for q in tenant.quotas.all()),
+        """The tenant's objects; the ResourceQuota holds its effective limit now (limits + active bursts)."""
+        return manifests.for_tenant(self.prefix, tenant.name, tenant_gpu_limit(tenant),
                                     self.cluster.tenant_storage_gib, self.cluster.storage_class)
 
     def prepare_task_type(self, task_type) -> None:

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from fleet.models import Cluster
 from scheduling.executors.kubernetes import manifests, spec_for
 from scheduling.models import Job
+from tenants.quotas import tenant_gpu_limit
 
 
 class Command(BaseCommand):
@@ -33,7 +34,7 @@ class Command(BaseCommand):
                                    "exist once the scheduler admits it. Try --example multi-node.")
             cluster = found.cluster or Cluster.objects.filter(executor="kubernetes").first() or Cluster(name="example")
             prefix = cluster.namespace_prefix
-            limit = sum(q.limit_gpus for q in found.tenant.quotas.all())
+            limit = tenant_gpu_limit(found.tenant)
             objects = [*manifests.for_tenant(prefix, found.tenant.name, limit, cluster.tenant_storage_gib,
                                              cluster.storage_class),
                        manifests.priority_class(found.task_type.code, found.task_type.priority, found.task_type.name),

@@ -22,7 +22,7 @@ from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.validation import whole_number
-from scheduling import job_actions, lifecycle
+from scheduling import job_actions
 from scheduling.models import Job, JobStatus, TaskType
 from scheduling.tasks import request_scheduling_pass
 from tenants import access, quotas
@@ -279,9 +279,7 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
     who = user.get_username()
     if request.kind == K.ADMISSION:
         job = request.job
-        if job.status == JobStatus.PENDING:
-            lifecycle.transition(job, JobStatus.QUEUED, _("Approved by %(u)s. %(c)s") % {"u": who, "c": comment},
-                                 actor=user)
+        job_actions.approve_admission(job, _("Approved by %(u)s. %(c)s") % {"u": who, "c": comment}, user)
         return {"job": job.pk, "status": job.status}
     if request.kind == K.PRIORITY:
         job = Job.objects.select_related("task_type").get(pk=request.job_id)
@@ -314,9 +312,8 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
 
 
 def _refuse(user, request: PriorityRequest, comment: str) -> dict:
-    if request.kind == K.ADMISSION and request.job.status == JobStatus.PENDING:
-        lifecycle.transition(request.job, JobStatus.CANCELLED, _("Not approved by %(u)s. %(c)s") % {
-            "u": user.get_username(), "c": comment}, actor=user)
+    if request.kind == K.ADMISSION and job_actions.refuse_admission(
+            request.job, _("Not approved by %(u)s. %(c)s") % {"u": user.get_username(), "c": comment}, user):
         return {"job": request.job_id, "status": JobStatus.CANCELLED}
     return {}
 
@@ -329,10 +326,9 @@ def expire(request: PriorityRequest, now=None) -> bool:
                 state=RequestState.EXPIRED, decided_at=now, last_updated=now):
             return False
         request.state = RequestState.EXPIRED
-        if request.kind == K.ADMISSION and request.job and request.job.status == JobStatus.PENDING:
-            lifecycle.transition(request.job, JobStatus.CANCELLED,
-                                 _("Nobody approved it within %(h)g hours; the request expired.") % {
-                                     "h": settings.GOVERNANCE["REQUEST_TTL_HOURS"]})
+        if request.kind == K.ADMISSION and request.job:
+            job_actions.refuse_admission(request.job, _("Nobody approved it within %(h)g hours; the request "
+                                                        "expired.") % {"h": settings.GOVERNANCE["REQUEST_TTL_HOURS"]})
         audit.record(AuditAction.REQUEST_EXPIRE, request, actor=None, before={"state": RequestState.PENDING},
                      after={"state": RequestState.EXPIRED}, reason=_("Undecided until %(t)s.") % {
                          "t": request.expires_at.isoformat(timespec="minutes")})

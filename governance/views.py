@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from fleet.models import GPU
+from fleet.catalogue import gpu_model_catalogue
 from gpuportal.dates import day_start
 from scheduling.models import Job, Reservation
 from scheduling.queries import quota_usage
@@ -79,7 +79,8 @@ def request_decide(request, pk):
 @login_required
 def reservations_calendar(request):
     """Four weeks of reservations of one GPU model, a week per row, each day listing who holds what."""
-    models = sorted(set(GPU.objects.values_list("model", flat=True)))
+    catalogue = gpu_model_catalogue()
+    models = sorted(catalogue)
     model = request.GET.get("model") or (models[0] if models else "")
     today = timezone.localdate()
     first = today - timedelta(days=today.weekday())
@@ -99,8 +100,8 @@ def reservations_calendar(request):
                          "gpus": sum(r.gpus for r in holding)})
         weeks.append(days)
     return render(request, "governance/calendar.html", {
-        "models": models, "model": model, "weeks": weeks, "capacity": GPU.objects.filter(model=model).count(),
-        "reservations": reservations})
+        "models": models, "model": model, "weeks": weeks, "reservations": reservations,
+        "capacity": catalogue[model].total_gpus if model in catalogue else 0})
 
 
 @login_required

@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 
 from audit import log as audit
 from audit.models import AuditAction
-from fleet.models import GPU
+from fleet.catalogue import gpu_model_catalogue
 from gpuportal.dates import day_start, local_day, month_start, next_month
 from scheduling.models import FailureCategory
 from tenants.models import Project, Quota, Tenant
@@ -199,8 +199,7 @@ def _quota_vs_use(usage, tenant, elapsed_seconds: float) -> list[dict]:
 
 def _capacity(month: date, following: date, now: datetime) -> dict:
     rows = list(CapacityDaily.objects.filter(day__gte=month, day__lt=following))
-    per_node = {model: gpus / max(nodes, 1) for model, gpus, nodes in GPU.objects.values("model").annotate(
-        gpus=Count("id"), nodes=Count("node", distinct=True)).values_list("model", "gpus", "nodes")}
+    per_node = {model: c.total_gpus / max(c.nodes, 1) for model, c in gpu_model_catalogue().items()}
     models: dict[str, dict] = {}
     today = local_day(now)
     for row in rows:

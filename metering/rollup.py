@@ -32,7 +32,8 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from fleet.models import GPU, GpuReading, NodeReading
+from fleet.catalogue import gpu_model_catalogue
+from fleet.models import GpuReading, NodeReading
 from gpuportal.dates import day_start, local_day, month_start, next_month
 from gpuportal.db import bulk_insert
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
@@ -272,7 +273,7 @@ def rollup(start: date, end: date, now: datetime | None = None, force: bool = Fa
 
 
 def _rebuild_capacity(start, end, t0, t1, daily, intervals) -> int:
-    capacity = dict(GPU.objects.values("model").annotate(n=Count("id")).values_list("model", "n"))
+    capacity = {model: c.total_gpus for model, c in gpu_model_catalogue().items()}
     per_model: dict[tuple[date, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for row in daily:
         totals = per_model[(row.day, row.gpu_model)]

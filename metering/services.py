@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.utils.translation import gettext as _
 
-from fleet.models import GPU
+from fleet.catalogue import gpu_model_catalogue
 from tenants import access
 from tenants.models import Tenant
 
@@ -50,7 +50,7 @@ def set_price(user, data: dict) -> GpuPrice:
         raise PermissionDenied(_("Only platform admins set GPU prices."))
     errors = {}
     model = str(data.get("gpu_model", "")).strip()
-    known = set(GPU.objects.values_list("model", flat=True).distinct())
+    known = set(gpu_model_catalogue())
     if model not in known:
         errors["gpu_model"] = _("Unknown GPU model %(m)r; known: %(known)s.") % {
             "m": model, "known": ", ".join(sorted(known)) or "-"}

@@ -51,6 +51,22 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
     return job
 
 
+def approve_admission(job: Job, reason: str, actor) -> bool:
+    """Queue a job that waited for approval; False when it no longer waits for one."""
+    if job.status != JobStatus.PENDING:
+        return False
+    lifecycle.transition(job, JobStatus.QUEUED, reason, actor=actor)
+    return True
+
+
+def refuse_admission(job: Job, reason: str, actor=None) -> bool:
+    """Cancel a job whose approval was refused or expired; False when it no longer waits for one."""
+    if job.status != JobStatus.PENDING:
+        return False
+    lifecycle.transition(job, JobStatus.CANCELLED, reason, actor=actor)
+    return True
+
+
 def reclaim_job(job: Job, reason: str, at, data: dict) -> None:
     """Stop a running job that stayed idle (governance decided, with its evidence in ``data``). The executor
     stops it once the caller's transaction commits; the caller asks for the pass that reuses its GPUs."""

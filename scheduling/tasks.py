@@ -23,7 +23,7 @@ from .dispatch import dispatch_many
 from .executors import executor_for
 from .executors.kubernetes.sync import ClusterSync, resync_all
 from .models import Job, JobStatus
-from .scheduler import run_pass
+from .scheduler import PassReport, run_pass
 
 logger = logging.getLogger(__name__)
 
@@ -33,15 +33,20 @@ def request_scheduling_pass() -> None:
     transaction.on_commit(lambda: run_scheduling_pass.delay())
 
 
-@shared_task
-def run_scheduling_pass() -> dict:
-    """One pass; then dispatch what it admitted, and one more pass when it preempted (the preemptors start
-    as soon as their victims have let go)."""
-    report = run_pass()
+def follow_up(report: PassReport) -> None:
+    """What comes after a pass: dispatch what it admitted, and one more pass when it preempted (the
+    preemptors start as soon as their victims have let go)."""
     if report.admitted:
         dispatch_jobs.delay(report.admitted_ids)
     if report.preempted:
         run_scheduling_pass.delay()
+
+
+@shared_task
+def run_scheduling_pass() -> dict:
+    """One pass, then its follow-up."""
+    report = run_pass()
+    follow_up(report)
     return {"ran": report.ran, "admitted": report.admitted_ids, "waiting": len(report.waiting),
             "seconds": round(report.seconds, 4)}
 

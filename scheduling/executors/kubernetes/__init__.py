@@ -53,6 +53,7 @@ class KubernetesExecutor(Executor):
         self.networking = client.NetworkingV1Api(self.api)
         self.scheduling = client.SchedulingV1Api(self.api)
         self.prefix = cluster.namespace_prefix
+        self.tenant_limits: dict[int, int] = {}  # tenant id -> effective GPU limit, for this executor's batch
 
     # --- creating ---------------------------------------------------------------------------------------
 
@@ -86,8 +87,11 @@ class KubernetesExecutor(Executor):
             _prepared.add(key)
 
     def tenant_manifests(self, tenant) -> list[dict]:
-        """The tenant's objects; the ResourceQuota holds its effective limit now (limits + active bursts)."""
-        return manifests.for_tenant(self.prefix, tenant.name, tenant_gpu_limit(tenant),
+        """The tenant's objects; the ResourceQuota holds its effective limit now (limits + active bursts),
+        read once per batch in ``prepare`` so that the dispatch threads do not query the database."""
+        if tenant.pk not in self.tenant_limits:
+            self.tenant_limits[tenant.pk] = tenant_gpu_limit(tenant)
+        return manifests.for_tenant(self.prefix, tenant.name, self.tenant_limits[tenant.pk],
                                     self.cluster.tenant_storage_gib, self.cluster.storage_class)
 
     def prepare_task_type(self, task_type) -> None:

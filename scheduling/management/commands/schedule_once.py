@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand
 
 from scheduling.scheduler import run_pass
+from scheduling.tasks import follow_up
 
 
 class Command(BaseCommand):
@@ -13,6 +14,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         report = run_pass()
+        follow_up(report)  # as the task does: dispatch the admitted jobs
         if options["json"]:
             self.stdout.write(json.dumps({
                 "ran": report.ran, "seconds": round(report.seconds, 4),

@@ -1,4 +1,5 @@
-"""In Debian's Chromium: dave, a manager, opens the platform report of the seeded demo's last month."""
+"""The demo itself (`make demo`): in Debian's Chromium, dave, a manager, opens the platform report of the seeded
+demo's last month. The only tests that read the demo's seed; every other test builds its own world."""
 
 from datetime import timedelta
 

@@ -2,20 +2,31 @@
 
 The actor and the source address come from the request (``AuditContextMiddleware`` stores them for the
 thread) unless the caller passes them; Celery tasks and the scheduler write as "the portal" (no actor).
+The source address is ``REMOTE_ADDR``, or what ``X-Forwarded-For`` says only when the peer is one of the
+``TRUSTED_PROXIES``: anyone can send that header, so from anyone else it would let them forge the address.
 Appends are serialised with a PostgreSQL advisory lock so the chain has one order.
+
+Hashes are keyed (HMAC-SHA256 with ``settings.AUDIT["KEY"]``, which lives outside the database): the
+database's owner can switch the triggers off and edit rows, but cannot compute the hashes that would hide
+it. Records from before the chain was keyed (``key_version`` 0) are checked with the plain SHA-256 they
+were written with; the head row says, under its own MAC, from which record on every record must be keyed.
 """
 
 from __future__ import annotations
 
 import contextvars
 import hashlib
+import hmac
+import ipaddress
 import json
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from tenants.models import Tenant
 
@@ -43,12 +54,38 @@ class AuditContextMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[0].strip()
-        token = set_context(getattr(request, "user", None), forwarded or request.META.get("REMOTE_ADDR", ""))
+        token = set_context(getattr(request, "user", None), client_address(request.META))
         try:
             return self.get_response(request)
         finally:
             reset_context(token)
+
+
+def _trusted(address, proxies) -> bool:
+    return any(address in network for network in proxies)
+
+
+def client_address(meta) -> str:
+    """The client's address: ``REMOTE_ADDR``, unless that is a trusted proxy, whose ``X-Forwarded-For`` then
+    names the client as its right-most address outside the trusted set (each proxy appends its peer, so
+    everything left of that may have been written by the client itself and is ignored)."""
+    remote = meta.get("REMOTE_ADDR", "") or ""
+    proxies = settings.TRUSTED_PROXIES
+    try:
+        if not proxies or not _trusted(ipaddress.ip_address(remote), proxies):
+            return remote
+    except ValueError:
+        return remote
+    nearest = remote
+    for hop in reversed([h.strip() for h in meta.get("HTTP_X_FORWARDED_FOR", "").split(",") if h.strip()]):
+        try:
+            address = ipaddress.ip_address(hop)
+        except ValueError:
+            return nearest  # not written by a proxy of ours: the nearest trusted hop is all that is known
+        if not _trusted(address, proxies):
+            return str(address)
+        nearest = str(address)
+    return nearest
 
 
 class _Encoder(DjangoJSONEncoder):
@@ -63,17 +100,48 @@ def _plain(value):
     return None if value is None else json.loads(json.dumps(value, cls=_Encoder, sort_keys=True))
 
 
+def _payload(prev_hash: str, fields: dict) -> bytes:
+    return json.dumps({**fields, "prev_hash": prev_hash}, sort_keys=True, separators=(",", ":"),
+                      cls=_Encoder).encode()
+
+
 def content_hash(prev_hash: str, fields: dict) -> str:
-    payload = json.dumps({**fields, "prev_hash": prev_hash}, sort_keys=True, separators=(",", ":"), cls=_Encoder)
-    return hashlib.sha256(payload.encode()).hexdigest()
+    """The unkeyed SHA-256 of records written before the chain was keyed (``key_version`` 0)."""
+    return hashlib.sha256(_payload(prev_hash, fields)).hexdigest()
+
+
+def keyed_hash(prev_hash: str, fields: dict, key: bytes) -> str:
+    return hmac.new(key, _payload(prev_hash, fields), hashlib.sha256).hexdigest()
+
+
+def _key(version: int) -> bytes | None:
+    """The key of a version, if this server holds it (only the current one, for now)."""
+    return settings.AUDIT["KEY"] if version == settings.AUDIT["KEY_VERSION"] else None
+
+
+def record_hash(entry: AuditRecord) -> str | None:
+    """What ``entry.hash`` must be; None when its key version is not one this server holds."""
+    if entry.key_version == 0:
+        return content_hash(entry.prev_hash, _hashed_fields(entry))
+    key = _key(entry.key_version)
+    return None if key is None else keyed_hash(entry.prev_hash, _hashed_fields(entry), key)
+
+
+def head_mac(head: AuditChainHead) -> str:
+    """The head's own MAC: without the key nobody can move its last record or where keyed records begin."""
+    message = f"audit-head:{head.last_seq}:{head.last_hash}:{head.keyed_from_seq}".encode()
+    return hmac.new(settings.AUDIT["KEY"], message, hashlib.sha256).hexdigest()
 
 
 def _hashed_fields(record: AuditRecord) -> dict:
-    return {"seq": record.seq, "at": record.at.isoformat(), "actor_id": record.actor_id,
-            "actor_name": record.actor_name, "action": record.action, "object_type": record.object_type,
-            "object_id": record.object_id, "object_repr": record.object_repr, "tenant_id": record.tenant_id,
-            "before": record.before, "after": record.after, "reason": record.reason,
-            "source_address": record.source_address}
+    fields = {"seq": record.seq, "at": record.at.isoformat(), "actor_id": record.actor_id,
+              "actor_name": record.actor_name, "action": record.action, "object_type": record.object_type,
+              "object_id": record.object_id, "object_repr": record.object_repr, "tenant_id": record.tenant_id,
+              "before": record.before, "after": record.after, "reason": record.reason,
+              "source_address": record.source_address}
+    if record.key_version:  # unkeyed records keep the content they were hashed with
+        fields["key_version"] = record.key_version
+    return fields
 
 
 def record(action: str, obj=None, *, before=None, after=None, reason: str = "", actor=None, tenant=None,
@@ -98,11 +166,12 @@ def record(action: str, obj=None, *, before=None, after=None, reason: str = "", 
             object_type=object_type, object_id=str(object_id), object_repr=object_repr[:300],
             tenant=tenant, before=_plain(before), after=_plain(after), reason=reason or "",
             source_address=(address if address is not None else context_address)[:64],
-            prev_hash=head.last_hash or GENESIS)
-        entry.hash = content_hash(entry.prev_hash, _hashed_fields(entry))
+            prev_hash=head.last_hash or GENESIS, key_version=settings.AUDIT["KEY_VERSION"])
+        entry.hash = record_hash(entry)
         entry.save()
         head.last_seq, head.last_hash = entry.seq, entry.hash
-        head.save(update_fields=["last_seq", "last_hash"])
+        head.mac = head_mac(head)
+        head.save(update_fields=["last_seq", "last_hash", "mac"])
     return entry
 
 
@@ -115,22 +184,41 @@ class Verification:
 
 
 def verify() -> Verification:
-    """Walk the chain in order: every record's hash must match its content and link to the one before."""
+    """Walk the chain in order: every record's hash must match its content and link to the one before, every
+    record from the head's ``keyed_from_seq`` on must be keyed, and the head must carry its MAC."""
+    head = AuditChainHead.objects.filter(pk=1).first()
+    keyed_from = head.keyed_from_seq if head else 1
     expected_prev, expected_seq, checked = GENESIS, 1, 0
     for entry in AuditRecord.objects.order_by("seq").iterator(chunk_size=2000):
-        if entry.seq != expected_seq:
-            return Verification(False, checked, f"record #{expected_seq} is missing (next is #{entry.seq})",
-                                expected_seq)
-        if entry.prev_hash != expected_prev:
-            return Verification(False, checked, f"record #{entry.seq} does not link to the record before it",
-                                entry.seq)
-        if content_hash(entry.prev_hash, _hashed_fields(entry)) != entry.hash:
-            return Verification(False, checked, f"record #{entry.seq} was altered (its hash does not match)",
-                                entry.seq)
+        problem = _check(entry, expected_seq, expected_prev, keyed_from)
+        if problem:
+            return Verification(False, checked, problem, min(entry.seq, expected_seq))
         expected_prev, expected_seq, checked = entry.hash, expected_seq + 1, checked + 1
-    head = AuditChainHead.objects.filter(pk=1).first()
     last_seq = head.last_seq if head else 0
     if last_seq != checked or (head and head.last_hash and head.last_hash != expected_prev):
-        return Verification(False, checked, f"the chain ends at #{checked} but #{last_seq} was written last",
-                            checked + 1)
+        return Verification(False, checked, _("the chain ends at #%(end)s but #%(last)s was written last") % {
+            "end": checked, "last": last_seq}, checked + 1)
+    if head and (head.last_seq or head.mac) and not hmac.compare_digest(head.mac, head_mac(head)):
+        return Verification(False, checked, _("the chain head was rewritten without the audit key"), None)
     return Verification(True, checked)
+
+
+def _check(entry: AuditRecord, expected_seq: int, expected_prev: str, keyed_from: int) -> str:
+    """What is wrong with one record in its place in the chain ("" when nothing is)."""
+    if entry.seq != expected_seq:
+        return _("record #%(seq)s is missing (next is #%(next)s)") % {"seq": expected_seq, "next": entry.seq}
+    if entry.prev_hash != expected_prev:
+        return _("record #%(seq)s does not link to the record before it") % {"seq": entry.seq}
+    if (entry.key_version == 0) != (entry.seq < keyed_from):
+        if entry.key_version == 0:
+            return _("record #%(seq)s is not keyed (records from #%(from)s on must be)") % {
+                "seq": entry.seq, "from": keyed_from}
+        return _("record #%(seq)s is keyed but precedes #%(from)s, where keyed records begin") % {
+            "seq": entry.seq, "from": keyed_from}
+    expected = record_hash(entry)
+    if expected is None:
+        return _("record #%(seq)s was signed with key version %(version)s, which this server lacks") % {
+            "seq": entry.seq, "version": entry.key_version}
+    if not hmac.compare_digest(expected, entry.hash):
+        return _("record #%(seq)s was altered (its hash does not match)") % {"seq": entry.seq}
+    return ""

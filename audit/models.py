@@ -1,9 +1,12 @@
 """The append-only, tamper-evident audit log of governance actions.
 
-Each record carries ``hash`` = SHA-256 over its own content and the previous record's hash, so editing or
-removing any record breaks the chain from there on (``manage.py verify_audit`` names the first bad one).
-On PostgreSQL a trigger refuses UPDATE and DELETE on the table; ``AuditChainHead`` remembers the last
-sequence number and hash, so removing the newest records is caught too.
+Each record carries ``hash`` = HMAC-SHA256, with a key kept outside the database, over its own content and
+the previous record's hash, so editing or removing any record breaks the chain from there on, and whoever
+owns the tables cannot re-hash what they changed (``manage.py verify_audit`` names the first bad record).
+Records written before the chain was keyed (``key_version`` 0) keep their plain SHA-256. On PostgreSQL
+triggers refuse UPDATE, DELETE and TRUNCATE; ``AuditChainHead`` remembers the last sequence number and hash
+under a MAC of its own, so removing the newest records is caught too, and its head is exported to a file
+the database cannot reach (``audit.heads``), which catches a truncated or wholly rewritten log.
 """
 
 from django.conf import settings
@@ -34,6 +37,7 @@ class AuditAction(models.TextChoices):
     NODE_ADMIN = "node.admin", _("Node administration")
     TOKEN_ISSUE = "token.issue", _("Agent token issued")
     REPORT_REGENERATE = "report.regenerate", _("Frozen report regenerated")
+    RECONCILE_RELEASE = "reconcile.release", _("GPUs released by the reconciler")
 
 
 class AuditQuerySet(TenantScopedQuerySet):
@@ -63,6 +67,8 @@ class AuditRecord(models.Model):
     source_address = models.CharField(_("source address"), max_length=64, blank=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
+    # 0: plain SHA-256 (records from before the chain was keyed); n > 0: HMAC-SHA256 with key version n.
+    key_version = models.PositiveSmallIntegerField(_("key version"), default=0)
 
     objects = AuditQuerySet.as_manager()
 
@@ -80,6 +86,10 @@ class AuditChainHead(models.Model):
 
     last_seq = models.PositiveBigIntegerField(default=0)
     last_hash = models.CharField(max_length=64, blank=True)
+    # Records from here on must be keyed: moving it (to pass re-hashed records off as old ones) breaks ``mac``.
+    keyed_from_seq = models.PositiveBigIntegerField(default=1)
+    # HMAC of the three fields above: a head rewritten without the key shows.
+    mac = models.CharField(max_length=64, blank=True)
 
     def __str__(self):
         return f"audit head #{self.last_seq}"

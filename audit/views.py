@@ -1,13 +1,12 @@
 """The audit page and its CSV export (same filters as the API)."""
 
-import csv
-
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
 
+from gpuportal.exports import csv_lines
 from tenants import access
 
 from .filtersets import AuditFilterSet
@@ -23,18 +22,10 @@ def readable_records(user):
     return AuditRecord.objects.visible_to(user).select_related("tenant")
 
 
-class _Echo:
-    def write(self, value):
-        return value
-
-
 def _csv(records):
-    writer = csv.writer(_Echo())
-    yield writer.writerow(CSV_COLUMNS)
-    for r in records.iterator(chunk_size=2000):
-        yield writer.writerow([r.seq, r.at.isoformat(), r.actor_name, r.action, r.object_type, r.object_id,
-                               r.object_repr, r.tenant.name if r.tenant else "", r.before, r.after, r.reason,
-                               r.source_address, r.hash])
+    return csv_lines(CSV_COLUMNS, ([r.seq, r.at.isoformat(), r.actor_name, r.action, r.object_type, r.object_id,
+                                    r.object_repr, r.tenant.name if r.tenant else "", r.before, r.after, r.reason,
+                                    r.source_address, r.hash] for r in records.iterator(chunk_size=2000)))
 
 
 @login_required

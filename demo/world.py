@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.models import GPU, Cluster, Node
+from metering.tasks import freeze_last_month
 from scheduling import lifecycle, submission
 from scheduling.executors.simulated import plan_for
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus, TaskType
@@ -276,6 +277,7 @@ def seed_demo(history: bool = True) -> dict:
             start = history_start()
             world["history"] = seed_history(world["users"], start)
             world["metering"] = seed_metering(start)
+            world["frozen"] = freeze_last_month()  # as the beat task does once a month has closed
         world["live"] = seed_live_jobs(world["users"])
         world["governance"] = seed_governance(world["users"])
     return world

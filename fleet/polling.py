@@ -1,9 +1,14 @@
 """Polling node agents and turning their snapshots into inventory, readings and health.
 
-``poll_agents()`` fetches every agent's ``/v1/snapshot`` concurrently (a bounded thread pool, a timeout
-per agent, so one hanging agent costs one worker for ``POLL_TIMEOUT_SECONDS`` and nothing more), then
+``poll_agents()`` fetches every agent's ``/v1/snapshot`` concurrently (a bounded thread pool), then
 applies all results in one transaction: readings in bulk, inventory changes, health steps with a
 ``NodeEvent`` for each change, and hardware-fault evidence on the running jobs that are hit.
+
+One bad agent must not stall anyone, so each fetch has a *total* deadline (``POLL_TIMEOUT_SECONDS`` for
+connecting, TLS, request and the whole answer: an agent dripping a byte a second is cut off like a silent
+one) and a size cap (``MAX_SNAPSHOT_BYTES``); cycles never overlap (an advisory lock on PostgreSQL, a
+process lock everywhere): a cycle that finds another one running returns at once with ``ran`` False. The
+Celery task runs on its own queue (``agents``, see ``CELERY_TASK_ROUTES``).
 
 Nodes of the simulated cluster (no ``agent_url``) are read in-process through the agent's own code on a
 simulated NVML, so the demo exercises the same path.
@@ -12,15 +17,20 @@ simulated NVML, so the demo exercises the same path.
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import logging
+import ssl
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from gpuportal import telemetry
@@ -55,22 +65,113 @@ class PollReport:
     changes: list[str] = field(default_factory=list)
     fetch_seconds: float = 0.0
     store_seconds: float = 0.0
+    #: False when another cycle was running: this one returned at once and polled nothing.
+    ran: bool = True
 
 
-def fetch_snapshot(url: str, token: str, timeout: float) -> dict:
+class _DeadlineReader(io.RawIOBase):
+    """Socket reads that all end by one deadline: each read waits at most for the time left, so an agent
+    dripping one byte every second cannot stretch a poll past ``POLL_TIMEOUT_SECONDS`` (a per-read timeout
+    alone would let it run for ever)."""
+
+    def __init__(self, sock, deadline: float):
+        super().__init__()
+        # a socket file keeps the descriptor open after http.client closes the connection (HTTP/1.0 answers)
+        self._sock, self._raw, self._deadline = sock, sock.makefile("rb", buffering=0), deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("poll deadline passed")
+        self._sock.settimeout(left)
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _DeadlineSocket:
+    """Wraps the connected (and, for https, handshaken) socket so that ``http.client`` reads and writes
+    through the deadline; everything else goes to the socket itself."""
+
+    def __init__(self, sock, deadline: float):
+        self._sock, self._deadline = sock, deadline
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+    def sendall(self, data) -> None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("poll deadline passed")
+        self._sock.settimeout(left)  # sendall's timeout bounds the whole call
+        self._sock.sendall(data)
+
+    def makefile(self, mode="rb", *args, **kwargs):
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
+
+
+class _DeadlineMixin:
+    """Connect with the time left; the TLS handshake is bounded as a whole by the socket timeout."""
+
+    deadline: float = 0.0
+
+    def connect(self):
+        self.timeout = max(self.deadline - time.monotonic(), 0.001)
+        super().connect()
+        self.sock = _DeadlineSocket(self.sock, self.deadline)
+
+
+class _HTTPConnection(_DeadlineMixin, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_DeadlineMixin, http.client.HTTPSConnection):
+    pass
+
+
+@lru_cache(maxsize=4)
+def _tls_context(ca_file: str) -> ssl.SSLContext:
+    """One context per CA bundle: loading the certificates for every poll of every agent would cost more
+    than the poll."""
+    return ssl.create_default_context(cafile=ca_file or None)
+
+
+def fetch_snapshot(url: str, token: str, timeout: float, max_bytes: int | None = None) -> dict:
+    """GET the agent's snapshot within ``timeout`` seconds in all and at most ``max_bytes`` of body.
+
+    Both limits exist so that one broken or hostile agent costs one pool thread for ``timeout`` seconds
+    and a bounded amount of memory, never a worker process: the cycle's length stays predictable."""
+    max_bytes = max_bytes or settings.AGENTS["MAX_SNAPSHOT_BYTES"]
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PollError(f"agent URL {url!r} is not http(s)")
-    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    if parts.scheme == "https":
+        context = _tls_context(settings.AGENTS.get("CA_FILE", ""))
+        connection = _HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context)
+    else:
+        connection = _HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    connection.deadline = deadline
+    too_big = f"the answer is larger than the limit of {max_bytes} bytes (AGENTS['MAX_SNAPSHOT_BYTES'])"
     try:
         connection.request("GET", parts.path.rstrip("/") + "/v1/snapshot",
                            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
         response = connection.getresponse()
-        body = response.read()
+        if response.length is not None and response.length > max_bytes:
+            raise PollError(too_big)
+        body = response.read(max_bytes + 1)
+        if len(body) > max_bytes:
+            raise PollError(too_big)
     except TimeoutError as exc:
         raise PollError(f"no answer within {timeout:g} s") from exc
     except OSError as exc:
+        if time.monotonic() >= deadline:
+            raise PollError(f"no answer within {timeout:g} s") from exc
         raise PollError(f"cannot reach the agent: {exc}") from exc
     except http.client.HTTPException as exc:
         raise PollError(f"bad HTTP answer: {exc!r}") from exc
@@ -264,7 +365,47 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
     return report
 
 
+#: Key of the PostgreSQL advisory lock that keeps poll cycles from overlapping ("GPUPOLL").
+POLL_LOCK_KEY = 0x4750504F4C4C
+#: The same within one process (the embedded demo on SQLite has no advisory locks).
+_CYCLE_LOCK = threading.Lock()
+
+
+@contextmanager
+def _cycle_lock():
+    """Yield whether this cycle may run. Overlapping cycles would each wait out the same slow agents and
+    pile up on the workers, so a cycle that finds another one running gives up at once."""
+    if not _CYCLE_LOCK.acquire(blocking=False):
+        yield False
+        return
+    try:
+        if connection.vendor != "postgresql":
+            yield True
+            return
+        with connection.cursor() as cursor:  # a session lock: no transaction stays open while agents answer
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [POLL_LOCK_KEY])
+            held = bool(cursor.fetchone()[0])
+        try:
+            yield held
+        finally:
+            if held:
+                with suppress(DatabaseError), connection.cursor() as cursor:  # a lost session freed it already
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [POLL_LOCK_KEY])
+    finally:
+        _CYCLE_LOCK.release()
+
+
 def poll_agents(nodes=None, workers: int | None = None, timeout: float | None = None) -> PollReport:
+    """One poll cycle over ``nodes`` (all by default), unless another cycle is running (``ran`` False)."""
+    with _cycle_lock() as may_run:
+        if not may_run:
+            logger.info("Another agent poll cycle is running; skipping this one.")
+            telemetry.increment("gpuportal_agent_poll_cycles_skipped_total")
+            return PollReport(ran=False)
+        return _poll_cycle(nodes, workers, timeout)
+
+
+def _poll_cycle(nodes, workers: int | None, timeout: float | None) -> PollReport:
     nodes = list(nodes if nodes is not None else Node.objects.prefetch_related("gpus"))
     started = time.monotonic()
     results = collect(nodes, workers=workers, timeout=timeout)

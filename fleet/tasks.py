@@ -14,9 +14,14 @@ from .polling import poll_agents as poll
 
 @shared_task
 def poll_agents() -> dict:
-    """Poll every node agent once (concurrently), store readings and apply health changes."""
+    """Poll every node agent once (concurrently), store readings and apply health changes.
+
+    Routed to the ``agents`` queue (``CELERY_TASK_ROUTES``) so that polling never delays the pass, dispatch
+    or sync; a cycle that finds another one running returns at once with ``ran`` False."""
     report = poll()
-    return {"polled": report.polled, "answered": report.answered, "failed": report.failed,
+    if not report.ran:
+        return {"ran": False, "detail": "another poll cycle is running"}
+    return {"ran": True, "polled": report.polled, "answered": report.answered, "failed": report.failed,
             "changes": report.changes, "seconds": round(report.fetch_seconds + report.store_seconds, 3)}
 
 

@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from tenants import access
@@ -43,6 +44,7 @@ def node_detail(request, name):
     return _node_page(request, node)
 
 
+@never_cache  # the answer may carry a new agent token: no-store (issue 12, part 5)
 @login_required
 @require_POST
 def node_action(request, name):

@@ -67,35 +67,61 @@ def with_runtime(job_id: int, max_runtime_seconds: float) -> Change:
     return change
 
 
-def _tenants_of(snapshot: engine.Snapshot) -> dict[int, str]:
-    return {j.id: j.tenant for j in (*snapshot.running, *snapshot.waiting)}
+def _size(job) -> str:
+    """``nodes x GPUs per node [x share] model``, as the queue page shows other tenants' jobs."""
+    if isinstance(job, engine.WaitingJob):
+        nodes, per_node, milli = job.nodes, job.gpus_per_node, job.gpu_milli
+    else:
+        nodes = len(job.placements)
+        per_node = len(job.placements[0].gpu_indices) if job.placements else 0
+        milli = job.placements[0].gpu_milli if job.placements else engine.WHOLE
+    share = f" x {milli / engine.WHOLE:g}" if milli < engine.WHOLE else ""
+    return f"{nodes} x {per_node:g}{share} {job.gpu_model}"
+
+
+class _Describe:
+    """One job of the preview as JSON: the request's own tenant sees ids; other tenants' jobs, like on the
+    queue page, only their tenant, size and reason, so an approver learns no other tenant's job ids."""
+
+    def __init__(self, snapshot: engine.Snapshot, subject_tenant: str):
+        self.jobs = {j.id: j for j in (*snapshot.running, *snapshot.waiting)}
+        self.subject_tenant = subject_tenant
+
+    def __call__(self, job_id: int, reason: str = "", **extra) -> dict:
+        job = self.jobs.get(job_id)
+        tenant = job.tenant if job else ""
+        entry = {"job": job_id if tenant == self.subject_tenant else None, "tenant": tenant,
+                 "size": _size(job) if job else "", "reason": str(reason), **extra}
+        return entry
 
 
 def what_if(change: Change, subject_tenant: str, now=None) -> dict:
-    """Preemptions, delays and early starts the change causes, per job with its tenant (plain JSON)."""
+    """Preemptions, delays and early starts the change causes, per job with its tenant (plain JSON).
+
+    Other tenants' jobs carry no id (``job`` is None): the preview is stored with the request and shown
+    to everyone who may read it."""
     snapshots, _nodes, _gpus = load_snapshots(now or timezone.now())
     preempts, delays, starts = [], [], []
     for snapshot in snapshots.values():
         changed = change(snapshot)
         before, after = engine.schedule(snapshot), engine.schedule(changed)
-        tenant_of = _tenants_of(snapshot)
+        describe = _Describe(snapshot, subject_tenant)
         preempted_before = {p.victim_id for p in before.preemptions}
         for p in after.preemptions:
             if p.victim_id not in preempted_before:
-                preempts.append({"job": p.victim_id, "tenant": p.victim_tenant, "rule": p.rule})
+                preempts.append({**describe(p.victim_id, p.rule), "tenant": p.victim_tenant, "rule": p.rule})
         admitted_before, admitted_after = before.admitted_ids(), after.admitted_ids()
-        for job_id in admitted_after - admitted_before:
-            starts.append({"job": job_id, "tenant": tenant_of.get(job_id, "")})
+        for job_id in sorted(admitted_after - admitted_before):
+            starts.append(describe(job_id, "admitted"))
         waits_after = {w.job_id: w for w in after.waiting}
-        for job_id in admitted_before - admitted_after:
-            delays.append({"job": job_id, "tenant": tenant_of.get(job_id, ""), "before": "now",
-                           "after": _when(waits_after.get(job_id))})
+        for job_id in sorted(admitted_before - admitted_after):
+            later = waits_after.get(job_id)
+            delays.append(describe(job_id, later.reason if later else "", before="now", after=_when(later)))
         for wait in before.waiting:
             later = waits_after.get(wait.job_id)
             if (later is not None and wait.estimated_start is not None and later.estimated_start is not None
                     and later.estimated_start - wait.estimated_start > DELAY_TOLERANCE):
-                delays.append({"job": wait.job_id, "tenant": tenant_of.get(wait.job_id, ""),
-                               "before": _when(wait), "after": _when(later)})
+                delays.append(describe(wait.job_id, later.reason, before=_when(wait), after=_when(later)))
     return {"preempts": preempts, "delays": delays, "starts": starts,
             "other_tenants_preempted": sorted({p["tenant"] for p in preempts if p["tenant"] != subject_tenant}),
             "other_tenants_delayed": sorted({d["tenant"] for d in delays if d["tenant"] != subject_tenant}),

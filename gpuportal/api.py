@@ -5,12 +5,21 @@ import logging
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 logger = logging.getLogger(__name__)
+
+
+#: The ``Idempotency-Key`` header as the OpenAPI schema documents it (gpuportal/idempotency.py).
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+    description="A key of your choice (up to 255 printable ASCII characters): sending the same request with "
+                "the same key again returns the first answer (header Idempotent-Replayed: true) instead of "
+                "creating a duplicate. The same key with another body answers 422.")
 
 
 class StandardPagination(PageNumberPagination):

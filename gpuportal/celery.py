@@ -25,7 +25,10 @@ def beat_schedule() -> dict:
     from django.conf import settings
 
     return {
-        "poll-agents": {"task": "fleet.tasks.poll_agents", "schedule": _interval("POLL_INTERVAL_SECONDS", 15)},
+        # on the "agents" queue (CELERY_TASK_ROUTES); a tick not started within its interval is dropped, so a
+        # stopped agents worker does not come back to a backlog of cycles
+        "poll-agents": {"task": "fleet.tasks.poll_agents", "schedule": _interval("POLL_INTERVAL_SECONDS", 15),
+                        "options": {"expires": _interval("POLL_INTERVAL_SECONDS", 15)}},
         "scheduling-pass": {
             "task": "scheduling.tasks.run_scheduling_pass",
             "schedule": _interval("PASS_INTERVAL_SECONDS", 10),
@@ -39,11 +42,17 @@ def beat_schedule() -> dict:
         "watch-kubernetes": {"task": "scheduling.tasks.watch_kubernetes",
                              "schedule": float(settings.KUBERNETES["WATCH_SECONDS"]) + 2},
         "resync-kubernetes": {"task": "scheduling.tasks.resync_kubernetes", "schedule": 60},
+        "prune-idempotency-keys": {"task": "gpuportal.tasks.prune_idempotency_records", "schedule": 3600},
+        "reconcile": {"task": "scheduling.tasks.reconcile",
+                      "schedule": float(settings.RECONCILE["INTERVAL_SECONDS"])},
         "prune-readings": {"task": "fleet.tasks.prune_readings", "schedule": 6 * 3600},
         "sync-job-status": {
             "task": "scheduling.tasks.sync_job_status",
             "schedule": _interval("SYNC_INTERVAL_SECONDS", 5),
         },
+        # Audit (issue 12): the chain head, appended to a file the database cannot reach (audit.heads).
+        "export-audit-head": {"task": "audit.tasks.export_head",
+                              "schedule": float(settings.AUDIT["HEAD_EXPORT_INTERVAL_SECONDS"])},
     }
 
 

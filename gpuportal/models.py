@@ -1,5 +1,6 @@
 """Shared abstract base classes (no domain rules here)."""
 
+from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -31,3 +32,22 @@ class OperationalCounter(models.Model):
 
     def __str__(self):
         return f"{self.name}{{{self.labels}}} {self.value}"
+
+
+class IdempotencyRecord(models.Model):
+    """The answer given to a creating request sent with an ``Idempotency-Key`` header, so that a client that
+    retries (a lost reply, a timeout) gets the same answer again instead of a second job or request."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    path = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64, help_text="SHA-256 of the method, path and body.")
+    status_code = models.PositiveSmallIntegerField(null=True)
+    body = models.JSONField(null=True)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key", "path"], name="idempotency_unique_key")]
+
+    def __str__(self):
+        return f"{self.user_id} {self.path} {self.key}"

@@ -9,6 +9,7 @@ Two modes:
   the name of the missing variable instead of silently falling back to a demo default.
 """
 
+import ipaddress  # audit: GPUPORTAL_TRUSTED_PROXIES
 import os
 from pathlib import Path
 
@@ -44,12 +45,13 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "gpuportal",
     "tenants",
+    "accounts",  # sign-in lockout and API tokens (issue 12, part 5)
+    "axes",
     "audit",
     "fleet",
     "scheduling",
@@ -67,6 +69,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "axes.middleware.AxesMiddleware",  # turns a locked-out sign-in into accounts.lockout's 429 (part 5)
     "audit.log.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -105,10 +108,36 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = [] if not PRODUCTION else [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+# --- Sign-in and API tokens (issue 12, part 5; OWASP ASVS level 2) ----------------------------------------
+# Password rules in every environment: the demo's and the tests' fixed users get "demo" through
+# set_password, which does not validate.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": int(os.environ.get("GPUPORTAL_PASSWORD_MIN_LENGTH", 12))}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Failed sign-ins (login page, admin, POST /api/auth/token/) are counted per username and address together;
+# after AXES_FAILURE_LIMIT of them that pair is refused, even with the right password, for the cool-off.
+AUTHENTICATION_BACKENDS = ["accounts.lockout.LockoutBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("GPUPORTAL_LOGIN_FAILURE_LIMIT", 5))
+AXES_COOLOFF_TIME = float(os.environ.get("GPUPORTAL_LOGIN_LOCKOUT_MINUTES", 15)) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
+AXES_VERBOSE = False
+# API tokens: lifetime in days when none is asked for, and the longest allowed.
+API_TOKENS = {
+    "DEFAULT_DAYS": int(os.environ.get("GPUPORTAL_API_TOKEN_DAYS", 90)),
+    "MAX_DAYS": int(os.environ.get("GPUPORTAL_API_TOKEN_MAX_DAYS", 365)),
+    "LAST_USED_RESOLUTION_SECONDS": 60,
+}
+# DRF throttles count in the default cache: per process unless GPUPORTAL_CACHE_URL (redis://…) is set.
+if os.environ.get("GPUPORTAL_CACHE_URL"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": os.environ["GPUPORTAL_CACHE_URL"]}}
+# --- end of issue 12, part 5 ---------------------------------------------------------------------------------
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -130,9 +159,13 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.authentication.ApiTokenAuthentication",  # hashed, expiring, revocable (issue 12, part 5)
         "rest_framework.authentication.SessionAuthentication",
     ],
+    # Part 5: per client address for anonymous calls, per user otherwise (rates like "60/min", "5000/hour").
+    "DEFAULT_THROTTLE_CLASSES": ["accounts.throttles.AnonThrottle", "accounts.throttles.UserThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"anon": os.environ.get("GPUPORTAL_API_THROTTLE_ANON", "60/min"),
+                               "user": os.environ.get("GPUPORTAL_API_THROTTLE_USER", "6000/min")},
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "gpuportal.api.StandardPagination",
     "PAGE_SIZE": 50,
@@ -159,6 +192,22 @@ CELERY_TASK_ALWAYS_EAGER = os.environ.get(
     "CELERY_TASK_ALWAYS_EAGER", "0" if os.environ.get("CELERY_BROKER_URL") else "1"
 ) == "1"
 CELERY_TASK_EAGER_PROPAGATES = True
+# Reliability: a task is acknowledged only once it has run, and given back to the queue when its worker dies
+# (every task is idempotent); publishing gives up fast when the broker is down (the reconciler and the
+# next beat tick pick the work up), so a request never hangs on it.
+# How long an Idempotency-Key is remembered for a creating API call (gpuportal/idempotency.py).
+IDEMPOTENCY_TTL_HOURS = float(os.environ.get("GPUPORTAL_IDEMPOTENCY_TTL_HOURS", 24))
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_TIMEOUT = float(os.environ.get("GPUPORTAL_BROKER_TIMEOUT", 2))
+# The reconciler (scheduling/reconcile.py): how long a job may stay admitted or dispatching before it is
+# repaired, and how often it runs.
+RECONCILE = {
+    "ADMITTED_SECONDS": float(os.environ.get("GPUPORTAL_RECONCILE_ADMITTED_SECONDS", 120)),
+    "DISPATCHING_SECONDS": float(os.environ.get("GPUPORTAL_RECONCILE_DISPATCHING_SECONDS", 300)),
+    "INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_RECONCILE_INTERVAL", 60)),
+}
 
 # Scheduling and simulation knobs.
 SCHEDULER = {
@@ -178,7 +227,22 @@ AGENTS = {
     "GOOD_POLLS_HEALTHY": int(os.environ.get("GPUPORTAL_GOOD_POLLS_HEALTHY", 3)),
     # Kept longer than a month so that a closed month can still be rolled up again from its readings.
     "READINGS_RETENTION_DAYS": int(os.environ.get("GPUPORTAL_READINGS_RETENTION_DAYS", 45)),
+    # --- agents cannot stall anyone (issue 12, part 3) ---
+    # POLL_TIMEOUT_SECONDS is a total deadline per agent (connect, TLS, request, headers and body together).
+    # A snapshot larger than this is refused as a failed poll (a healthy 8-GPU node sends ~20 KB).
+    "MAX_SNAPSHOT_BYTES": int(os.environ.get("GPUPORTAL_AGENT_MAX_SNAPSHOT_BYTES", 1024 * 1024)),
+    # Registration accepts only agent URLs whose every address lies in these networks (comma-separated
+    # CIDRs). Link-local addresses (cloud metadata) are always refused; loopback only when a listed network
+    # is itself loopback (e.g. 127.0.0.0/8 for a local trial or tests).
+    "NETWORKS": [n.strip() for n in os.environ.get(
+        "GPUPORTAL_AGENT_NETWORKS", "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7").split(",") if n.strip()],
+    # CA bundle that signs the agents' TLS certificates (https agent URLs); empty: the system's CAs.
+    "CA_FILE": os.environ.get("GPUPORTAL_AGENT_CA_FILE", ""),
+    # --- end of issue 12, part 3 ---
 }
+# Polling runs on its own queue ("agents") so that slow agents never delay the pass, dispatch or sync:
+# production runs `celery -A gpuportal worker -Q agents` beside the default worker (eager mode ignores it).
+CELERY_TASK_ROUTES = {"fleet.tasks.poll_agents": {"queue": "agents"}}
 # Metering: the currency of GPU prices; how often the rollup of yesterday and today runs.
 METERING = {
     "CURRENCY": os.environ.get("GPUPORTAL_CURRENCY", "USD"),
@@ -227,6 +291,40 @@ METRICS = {
 # SHA-256 is stored, so a copy of the database does not reveal them.
 AGENT_TOKEN_SECRET = os.environ.get("GPUPORTAL_AGENT_TOKEN_SECRET", SECRET_KEY)
 
+# --- Audit log and trusted proxies (issue 12, part 4) ------------------------------------------------------
+# The chain is keyed (HMAC-SHA256) with a key kept outside the database, so whoever owns the tables cannot
+# re-hash records they changed; its head is appended regularly to a file (and syslog) they cannot rewrite.
+_audit_key_file = os.environ.get("GPUPORTAL_AUDIT_KEY_FILE", "")
+_audit_key = os.environ.get("GPUPORTAL_AUDIT_KEY", "")
+if not _audit_key and _audit_key_file:
+    try:
+        _audit_key = Path(_audit_key_file).read_text().strip()
+    except OSError as error:
+        raise ImproperlyConfigured(f"GPUPORTAL_AUDIT_KEY_FILE cannot be read: {error}") from error
+if PRODUCTION and len(_audit_key) < 32:
+    raise ImproperlyConfigured("GPUPORTAL_AUDIT_KEY (or GPUPORTAL_AUDIT_KEY_FILE) must hold at least 32 characters "
+                               "when GPUPORTAL_ENV=production; keep it outside the database")
+AUDIT = {
+    # Embedded demo and tests: a key derived from SECRET_KEY (production refuses to start without its own).
+    "KEY": (_audit_key or f"gpuportal-audit:{SECRET_KEY}").encode(),
+    # Recorded with every keyed record, so that a future key can be introduced without re-hashing the past.
+    "KEY_VERSION": int(os.environ.get("GPUPORTAL_AUDIT_KEY_VERSION", 1)),
+    # Append-only JSON-lines file of exported chain heads ("" = none); syslog address: "/dev/log" or host:port.
+    "HEAD_FILE": os.environ.get("GPUPORTAL_AUDIT_HEAD_FILE", ""),
+    "HEAD_SYSLOG": os.environ.get("GPUPORTAL_AUDIT_HEAD_SYSLOG", ""),
+    "HEAD_EXPORT_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_AUDIT_HEAD_INTERVAL", 300)),
+}
+if AUDIT["KEY_VERSION"] < 1:
+    raise ImproperlyConfigured("GPUPORTAL_AUDIT_KEY_VERSION must be 1 or more (0 marks records written unkeyed)")
+# Reverse proxies (CIDRs) whose X-Forwarded-For is believed for the source address of audit records; from any
+# other peer the header is ignored and REMOTE_ADDR is recorded.
+try:
+    TRUSTED_PROXIES = [ipaddress.ip_network(c.strip(), strict=False)
+                       for c in os.environ.get("GPUPORTAL_TRUSTED_PROXIES", "").split(",") if c.strip()]
+except ValueError as error:
+    raise ImproperlyConfigured(f"GPUPORTAL_TRUSTED_PROXIES must be a comma-separated list of CIDRs: {error}") from error
+# --- end of audit log and trusted proxies -------------------------------------------------------------------
+
 # Simulated cluster: one simulated second lasts SIMULATION_TIME_SCALE real seconds (0.01 = 100x faster),
 # so demo jobs with runtimes of tens of minutes finish while someone watches.
 SIMULATION_TIME_SCALE = float(os.environ.get("GPUPORTAL_SIMULATION_TIME_SCALE", "0.02"))
@@ -242,3 +340,57 @@ LOGGING = {
 
 if PRODUCTION:
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = os.environ.get("HTTPS", "1") == "1"
+
+# --- Deployment checks and security headers (issue 12, part 6) ---------------------------------------------
+# Production refuses to start rather than run with settings an attacker can use: DEBUG pages leak settings
+# and code, a weak key forges sessions and agent tokens, cookies sent over plain HTTP can be stolen.
+_EMBEDDED_SECRET_KEY = "embedded-demo-key-not-for-production"
+if PRODUCTION:
+    if DEBUG:
+        raise ImproperlyConfigured("DEBUG must be off when GPUPORTAL_ENV=production (unset DEBUG or set DEBUG=0)")
+    if (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure-")
+            or SECRET_KEY == _EMBEDDED_SECRET_KEY):
+        raise ImproperlyConfigured(
+            "SECRET_KEY is weak: give at least 50 characters, at least 5 distinct, not the django-insecure- "
+            "prefix nor the embedded default (python -c 'import secrets; print(secrets.token_urlsafe(64))')")
+    ALLOW_HTTP = os.environ.get("GPUPORTAL_ALLOW_HTTP", "0") == "1"
+    if not SESSION_COOKIE_SECURE and not ALLOW_HTTP:
+        raise ImproperlyConfigured("HTTPS=0 sends session and CSRF cookies in clear text; set "
+                                   "GPUPORTAL_ALLOW_HTTP=1 to accept that for a lab without TLS")
+    if not ALLOW_HTTP:
+        SECURE_SSL_REDIRECT = True
+        # Paths served over plain HTTP inside the cluster (regular expressions, no leading slash).
+        SECURE_REDIRECT_EXEMPT = [p.strip() for p in os.environ.get("GPUPORTAL_SSL_REDIRECT_EXEMPT", "").split(",")
+                                  if p.strip()]
+        SECURE_HSTS_SECONDS = int(os.environ.get("GPUPORTAL_HSTS_SECONDS", 365 * 24 * 3600))
+        SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("GPUPORTAL_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
+        SECURE_HSTS_PRELOAD = os.environ.get("GPUPORTAL_HSTS_PRELOAD", "0") == "1"
+        if not SECURE_HSTS_PRELOAD:
+            # Preloading is a commitment to HTTPS for every subdomain, for months, that only the site's owner
+            # can make: it stays off by default, so the deploy check's reminder about it is silenced.
+            SILENCED_SYSTEM_CHECKS = [*SILENCED_SYSTEM_CHECKS, "security.W021"]
+    if os.environ.get("GPUPORTAL_TRUSTED_PROXY_HEADER", "0") == "1":
+        # Only behind a proxy that always sets (and never passes on) X-Forwarded-Proto.
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# `check --deploy` is about the deployment's safety; drf-spectacular would add its notes on the API schema's
+# wording there (they are the schema's business, shown by `manage.py spectacular --validate`).
+SPECTACULAR_SETTINGS["ENABLE_DJANGO_DEPLOY_CHECK"] = False
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+# Content-Security-Policy, sent in every mode (gpuportal.csp.ContentSecurityPolicyMiddleware): scripts only
+# from the site's own files (charts read their figures from <script type="application/json"> blocks, which
+# are never executed); styles may be inline because plotly.js and Swagger UI set them.
+CONTENT_SECURITY_POLICY = {
+    "default-src": "'self'",
+    "script-src": "'self'",
+    "style-src": "'self' 'unsafe-inline'",
+    "img-src": "'self' data:",
+    "object-src": "'none'",
+    "frame-ancestors": "'none'",
+    "base-uri": "'self'",
+    "form-action": "'self'",
+}
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+                  "gpuportal.csp.ContentSecurityPolicyMiddleware")
+# --- end of deployment checks and security headers ----------------------------------------------------------

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Count, Min
 from django.http import HttpResponse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from fleet.models import GPU, Node
@@ -30,6 +31,10 @@ HELP = {
     "gpuportal_scheduling_pass_duration_seconds_count": ("counter", "Scheduling passes run."),
     "gpuportal_dispatch_errors_total": ("counter", "Dispatches that failed, per cluster."),
     "gpuportal_agent_poll_failures_total": ("counter", "Node-agent polls that got no answer."),
+    "gpuportal_reconcile_repairs_total": ("counter", "Repairs made by the reconciler, per kind (released, "
+                                                     "redispatched, recreated, deleted)."),
+    "gpuportal_enqueue_failures_total": ("counter", "Tasks the broker could not take, per task (the reconciler "
+                                                    "and the next beat tick do their work)."),
 }
 
 
@@ -38,8 +43,13 @@ def _client_address(request) -> str:
 
 
 def allowed(request) -> bool:
-    """With METRICS["TOKEN"] set, the bearer token decides; without it, the client address."""
+    """With METRICS["TOKEN"] set, the bearer token decides; without it, the client address (embedded only).
+
+    In production the address proves nothing: every client behind a local reverse proxy arrives from
+    loopback. So there, without a token nobody may scrape."""
     token = settings.METRICS["TOKEN"]
+    if settings.ENVIRONMENT == "production" and not token:
+        return False
     if token:
         sent = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
         return hmac.compare_digest(sent.encode(), token.encode())
@@ -85,6 +95,8 @@ def render(sample_list) -> str:
 @require_GET
 def metrics(request):
     if not allowed(request):
-        return HttpResponse("metrics: send the configured bearer token, or scrape from an allowed address\n",
-                            status=403, content_type="text/plain; charset=utf-8")
+        text = (_("metrics: set GPUPORTAL_METRICS_TOKEN and send it as a bearer token") if not
+                settings.METRICS["TOKEN"] and settings.ENVIRONMENT == "production"
+                else _("metrics: send the configured bearer token, or scrape from an allowed address"))
+        return HttpResponse(text + "\n", status=403, content_type="text/plain; charset=utf-8")
     return HttpResponse(render(samples()), content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -10,6 +10,8 @@ the same rows and late readings are absorbed by re-running.
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
 from gpuportal.models import TimeStampedModel
@@ -165,6 +167,12 @@ class MonthlyReport(models.Model):
     class Meta:
         ordering = ["-month", "-generated_at"]
         indexes = [models.Index(fields=["month", "tenant"])]
+        constraints = [
+            # One current snapshot per month and tenant. The platform report has no tenant and NULLs are
+            # distinct in a unique index, so the tenant is coalesced to 0 (no tenant has that id).
+            models.UniqueConstraint(Coalesce("tenant", Value(0)), "month", condition=Q(superseded_at__isnull=True),
+                                    name="metering_one_current_report"),
+        ]
         verbose_name = _("monthly report")
         verbose_name_plural = _("monthly reports")
 

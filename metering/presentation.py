@@ -7,12 +7,12 @@ shows and what the CSV holds cannot drift apart. Figures are plain plotly.js JSO
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.utils.translation import gettext as _
+
+from gpuportal.exports import csv_text
 
 
 @dataclass
@@ -29,11 +29,7 @@ class Section:
         return [[row.get(key) for key, _label in self.columns] for row in self.rows]
 
     def csv(self) -> str:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow([key for key, _label in self.columns])
-        writer.writerows(self.table())
-        return buffer.getvalue()
+        return csv_text([key for key, _label in self.columns], self.table())
 
 
 def _layout(title: str, y_title: str, **extra) -> dict:

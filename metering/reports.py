@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from datetime import date, datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -296,21 +296,47 @@ def current_snapshot(month: date, tenant: Tenant | None):
 
 def report_for(month: date, tenant: Tenant | None = None,
                now: datetime | None = None) -> tuple[dict, MonthlyReport | None]:
-    """The report to show: the frozen snapshot of a closed month (frozen now if it has none yet), else live."""
+    """The report to show: the frozen snapshot of a closed month, else the live figures (snapshot None).
+
+    Reading never writes: a GET that froze snapshots let any reader decide when a month's figures were
+    fixed, and parallel first reads raced to freeze several. Freezing is ``freeze`` (the beat task) or
+    ``regenerate`` (an admin's explicit action); until then a closed month shows its live rollups."""
+    now = now or timezone.now()
+    month = month_start(month)
+    snapshot = current_snapshot(month, tenant) if is_closed(month, now) else None
+    if snapshot is None:
+        return build_report(month, tenant, now), None
+    return snapshot.data, snapshot
+
+
+def freeze(month: date, tenant: Tenant | None = None, now: datetime | None = None, actor=None,
+           reason: str = "") -> MonthlyReport:
+    """Freeze the closed month's report unless it is frozen already; safe to run in parallel.
+
+    The unique constraint on the current snapshot of a month and tenant decides a race: the loser's insert
+    fails and it returns the winner's snapshot. ``actor`` (an admin's explicit action) is recorded."""
     now = now or timezone.now()
     month = month_start(month)
     if not is_closed(month, now):
-        return build_report(month, tenant, now), None
-    snapshot = current_snapshot(month, tenant)
-    if snapshot is None:
+        raise ValueError(_("Only a closed month has a frozen report; %(m)s is still open.") % {"m": f"{month:%Y-%m}"})
+    existing = current_snapshot(month, tenant)
+    if existing is not None:
+        return existing
+    last_day = next_month(month) - timedelta(days=1)
+    if not MonthlyReport.objects.filter(month=month).exists() and _within_retention(last_day, now):
+        rollup(last_day, last_day, now=now)  # the month's last hours, which the hourly rollup may have missed
+    try:
         with transaction.atomic():
-            last_day = next_month(month) - timedelta(days=1)
-            if not MonthlyReport.objects.filter(month=month).exists() and _within_retention(last_day, now):
-                rollup(last_day, last_day, now=now)  # the month's last hours, which the hourly rollup may have missed
-            snapshot = current_snapshot(month, tenant) or MonthlyReport.objects.create(
+            snapshot = MonthlyReport.objects.create(
                 month=month, tenant=tenant, data=build_report(month, tenant, now), generated_at=now,
-                reason=_("Frozen when first read after the month closed."))
-    return snapshot.data, snapshot
+                generated_by=actor, reason=(reason.strip() or _("Frozen after the month closed."))[:500])
+            if actor is not None:
+                figures = {"snapshot": snapshot.pk, "gpu_hours_allocated": snapshot.data["gpu_hours_allocated"]}
+                audit.record(AuditAction.REPORT_REGENERATE, snapshot, actor=actor, tenant=tenant,
+                             reason=snapshot.reason, after=figures)
+            return snapshot
+    except IntegrityError:
+        return current_snapshot(month, tenant)
 
 
 def _within_retention(day: date, now: datetime) -> bool:
@@ -326,10 +352,19 @@ def regenerate(month: date, tenant: Tenant | None, actor, reason: str, now: date
         raise ValueError(_("Only a closed month has a frozen report; %(m)s is still open.") % {"m": f"{month:%Y-%m}"})
     if not reason.strip():
         raise ValueError(_("reason: say why the report is regenerated (it is recorded)."))
+    try:
+        return _refreeze(month, tenant, actor, reason, now, force)
+    except IntegrityError:  # another regeneration or the beat task froze this report at the same moment
+        raise ValueError(_("The report was frozen by someone else at the same moment; reload and try again.")
+                         ) from None
+
+
+def _refreeze(month, tenant, actor, reason: str, now: datetime, force: bool) -> MonthlyReport:
     with transaction.atomic():
         rollup(month, next_month(month) - timedelta(days=1), now=now, force=force)
-        old = MonthlyReport.objects.filter(month=month, tenant=tenant, superseded_at__isnull=True).first()
-        MonthlyReport.objects.filter(month=month, tenant=tenant, superseded_at__isnull=True).update(superseded_at=now)
+        current = MonthlyReport.objects.filter(month=month, tenant=tenant, superseded_at__isnull=True)
+        old = current.select_for_update().first()
+        current.update(superseded_at=now)
         snapshot = MonthlyReport.objects.create(month=month, tenant=tenant, data=build_report(month, tenant, now),
                                                 generated_at=now, generated_by=actor, reason=reason.strip()[:500])
         audit.record(AuditAction.REPORT_REGENERATE, snapshot, actor=actor, tenant=tenant, reason=snapshot.reason,

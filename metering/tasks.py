@@ -28,6 +28,6 @@ def freeze_last_month() -> list[str]:
     frozen = []
     for tenant in [None, *Tenant.objects.all()]:
         if reports.current_snapshot(last_month, tenant) is None:
-            reports.report_for(last_month, tenant)
+            reports.freeze(last_month, tenant)
             frozen.append(tenant.name if tenant else "platform")
     return frozen

@@ -39,7 +39,9 @@ def render_report_page(request, month, tenant, data, snapshot=None):
     return render(request, "metering/report.html", {
         "data": data, "month": month, "tenant": tenant, "snapshot": snapshot,
         "sections": presentation.report_sections(data),
-        "can_regenerate": snapshot is not None and access.for_user(request.user).platform_admin,
+        # A closed month can be frozen (or frozen anew) by a platform admin; reading it never freezes it.
+        "can_regenerate": bool(data.get("closed")) and access.for_user(request.user).platform_admin,
+        "unfrozen": snapshot is None and bool(data.get("closed")),
         "history": services.snapshot_history(month, tenant) if snapshot else []})
 
 
@@ -67,9 +69,19 @@ def report_csv(request, month, table, tenant=None):
 def report_regenerate(request, month, tenant=None):
     month = _month(month)
     scope = services.report_scope(request.user, tenant)
+    reason = request.POST.get("reason", "")
     try:
-        services.regenerate_report(request.user, month, scope, request.POST.get("reason", ""))
-        messages.success(request, _("The report was rolled up again and frozen anew."))
+        if reports.is_closed(month) and reports.current_snapshot(month, scope) is None:
+            # Not frozen yet: freeze the figures shown (the explicit action; reading never freezes).
+            if not access.for_user(request.user).platform_admin:
+                raise PermissionDenied(_("Only platform admins freeze a report."))
+            if not reason.strip():
+                raise ValueError(_("reason: say why the report is frozen now (it is recorded)."))
+            reports.freeze(month, scope, actor=request.user, reason=reason)
+            messages.success(request, _("The report was frozen."))
+        else:
+            services.regenerate_report(request.user, month, scope, reason)
+            messages.success(request, _("The report was rolled up again and frozen anew."))
     except ValueError as exc:
         messages.error(request, str(exc))
     if scope is None:

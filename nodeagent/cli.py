@@ -4,6 +4,11 @@
 start and ``--debug-port P`` accepts ``POST /fault {"kind": "dbe", "gpu": 2}`` on 127.0.0.1:P.
 ``--fleet N`` serves N simulated agents from this one process under ``/agents/node-XXXX`` (benchmarks).
 ``--register URL`` announces the agent to the portal (``POST URL/api/agents/register/``) with its token.
+
+``--bind ADDRESS`` (default 127.0.0.1; ``--host`` is the old name) chooses the listening address: an agent
+reachable from everywhere is an invitation, so serving the portal's network needs an explicit address.
+``--tls-cert FILE --tls-key FILE`` serve HTTPS; ``--read-timeout`` and ``--max-connections`` keep slow or
+half-open clients from tying the agent up.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ import logging
 import signal
 import sys
 import threading
+import urllib.error
 import urllib.request
 
 from .agent import Agent
 from .backends import make_backend
-from .server import serve
+from .server import serve, tls_context
 from .system import SimulatedHostSampler
 
 
@@ -36,7 +42,14 @@ def parse_labels(text: str) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nodeagent", description="gpuportal node agent")
     parser.add_argument("--port", type=int, default=9400)
-    parser.add_argument("--host", default="0.0.0.0")  # noqa: S104 - an agent serves the portal over the network
+    parser.add_argument("--bind", "--host", dest="bind", default="127.0.0.1",
+                        help="Address to listen on (default 127.0.0.1; the portal's network needs it set).")
+    parser.add_argument("--tls-cert", default="", help="PEM certificate (chain) file: serve HTTPS.")
+    parser.add_argument("--tls-key", default="", help="PEM private key file of --tls-cert.")
+    parser.add_argument("--read-timeout", type=float, default=10.0,
+                        help="Seconds a request may take to arrive in all; idle connections close after it.")
+    parser.add_argument("--max-connections", type=int, default=0,
+                        help="Connections served at once (default 64, plus one per agent of a --fleet).")
     parser.add_argument("--token-file", required=True, help="File holding the bearer token issued by the portal.")
     parser.add_argument("--labels", type=parse_labels, default={}, help="datacenter=dc1,rack=r3,network=ib-a")
     parser.add_argument("--node-name", default=None, help="Defaults to the host name.")
@@ -77,6 +90,14 @@ def main(argv=None) -> int:
     if not token:
         print("nodeagent: the token file is empty", file=sys.stderr)
         return 2
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("nodeagent: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    try:
+        context = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
+    except (OSError, ValueError) as exc:
+        print(f"nodeagent: cannot load the TLS certificate or key: {exc}", file=sys.stderr)
+        return 2
     agents = {}
     if args.fleet:
         # a fleet's token file may hold one "name token" line per agent, or one token for all
@@ -96,16 +117,25 @@ def main(argv=None) -> int:
             kind, _sep, gpu = fault.partition(":")
             backend.nvml.inject(kind, int(gpu or 0))
         agents[""] = (agent, token)
-    server = serve(agents, args.host, args.port)
-    logging.info("serving %d agent(s) on %s:%d", len(agents), args.host, server.server_address[1])
+    server = serve(agents, args.bind, args.port, read_timeout=args.read_timeout,
+                   max_connections=args.max_connections or 64 + args.fleet, ssl_context=context)
+    logging.info("serving %d agent(s) on %s://%s:%d", len(agents), "https" if context else "http", args.bind,
+                 server.server_address[1])
     print(f"READY port={server.server_address[1]}", flush=True)
     if args.debug_port:
         serve(agents, "127.0.0.1", args.debug_port, debug=True)
         logging.info("fault injection on 127.0.0.1:%d (POST /fault)", args.debug_port)
     if args.register and "" in agents:
-        url = args.advertise_url or f"http://{agents[''][0].node}:{server.server_address[1]}"
-        logging.info("registered with the portal: %s", register(args.register, token, agents[""][0].node, url,
-                                                                 args.labels))
+        scheme = "https" if context else "http"
+        url = args.advertise_url or f"{scheme}://{agents[''][0].node}:{server.server_address[1]}"
+        try:
+            logging.info("registered with the portal: %s", register(args.register, token, agents[""][0].node, url,
+                                                                     args.labels))
+        except urllib.error.HTTPError as exc:  # e.g. a URL outside the agent networks, a label move: keep serving
+            logging.error("the portal refused the registration (%s): %s", exc.code,
+                          exc.read()[:500].decode(errors="replace"))
+        except (OSError, ValueError) as exc:
+            logging.error("cannot register with the portal: %s", exc)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_a: stop.set())
     with contextlib.suppress(KeyboardInterrupt):

@@ -24,22 +24,49 @@ from gpuportal.db import bulk_set
 
 from . import lifecycle
 from .executors import executor_for
-from .models import FailureCategory, Job, JobAllocation, JobStatus
+from .models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobStatus
 
 logger = logging.getLogger(__name__)
 #: Keys of the executor state that outlive one attempt (its failures, nodes to avoid, the checkpoint).
 KEPT_STATE = ("attempts", "avoid_nodes", "resume_from")
 
 
-def _fail(job: Job, exc: Exception) -> None:
+def _fail(job: Job, exc: Exception) -> int:
+    """Fail a job the cluster refused; 0 when it changed state meanwhile (a cancel wins)."""
     telemetry.increment("gpuportal_dispatch_errors_total", cluster=job.cluster.name)
     message = _("Dispatch failed: the cluster %(c)s refused the job's objects after every retry: %(error)s") % {
         "c": job.cluster.name, "error": exc}
-    lifecycle.transition(job, JobStatus.FAILED, message, failure_category=FailureCategory.DISPATCH,
-                         failure_message=message, executor_state={**job.executor_state, "diagnosis": {
-                             "category": FailureCategory.DISPATCH, "message": message, "evidence": {"error": str(exc)},
-                             "advice": _("Check the image name and the job's settings; if the message names the "
-                                         "cluster (quota, admission webhook), tell the platform admins.")}})
+    events = lifecycle.transition_many(
+        [job], JobStatus.FAILED, {job.pk: message}, skip_moved=True, failure_category=FailureCategory.DISPATCH,
+        failure_message=message, executor_state={**job.executor_state, "diagnosis": {
+            "category": FailureCategory.DISPATCH, "message": message, "evidence": {"error": str(exc)},
+            "advice": _("Check the image name and the job's settings; if the message names the "
+                        "cluster (quota, admission webhook), tell the platform admins.")}})
+    return len(events)
+
+
+def _mark_dispatching(cluster, executor, ready: list[Job], now) -> list[Job]:
+    """Mark each sent job ``dispatching`` on its own: a job cancelled meanwhile is left cancelled (and its
+    fresh objects are deleted again) while the others of the batch go on."""
+    if not ready:
+        return []
+    reason = _("Sent to cluster %(c)s (%(kind)s executor).") % {
+        "c": cluster.name, "kind": cluster.get_executor_display()}
+    with transaction.atomic():
+        events = lifecycle.transition_many(ready, JobStatus.DISPATCHING, {job.pk: reason for job in ready}, at=now,
+                                           skip_moved=True)
+        moved_ids = {event.job_id for event in events}
+        moved = [job for job in ready if job.pk in moved_ids]
+        bulk_set(Job, moved, ["executor_state"])
+    for job in ready:
+        if job.pk in moved_ids:
+            continue
+        job.refresh_from_db(fields=["status"])
+        if job.status in ACTIVE_STATUSES:
+            continue  # another worker dispatched it first (a duplicate message): its objects are the same ones
+        logger.info("job %s was %s while it was dispatched; deleting its objects again", job.pk, job.status)
+        executor.stop(job, _("The job changed state while it was being dispatched."))
+    return moved
 
 
 def dispatch_many(job_ids, workers: int | None = None) -> dict:
@@ -89,17 +116,13 @@ def dispatch_many(job_ids, workers: int | None = None) -> dict:
         for job, state in sent:
             kept = {k: v for k, v in (job.executor_state or {}).items() if k in KEPT_STATE}
             job.executor_state = {**kept, **state, "dispatched_at": now.isoformat()}
-        if sent:
-            reason = _("Sent to cluster %(c)s (%(kind)s executor).") % {
-                "c": cluster.name, "kind": cluster.get_executor_display()}
-            ready = [job for job, _state in sent]
-            with transaction.atomic():
-                lifecycle.transition_many(ready, JobStatus.DISPATCHING, {job.pk: reason for job in ready}, at=now)
-                bulk_set(Job, ready, ["executor_state"])
+        moved = _mark_dispatching(cluster, executor, [job for job, _state in sent], now)
+        failed = 0
         for job, _state, error in results:
             if error is not None:
-                _fail(job, error)
+                failed += _fail(job, error)
         summary["store_seconds"] += time.perf_counter() - stored
-        summary["dispatched"] += len(sent)
-        summary["failed"] += len(results) - len(sent)
+        summary["dispatched"] += len(moved)
+        summary["failed"] += failed
+        summary["skipped"] += len(results) - len(moved) - failed
     return summary

@@ -31,20 +31,26 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
     if job.is_terminal:
         raise ValidationError({"status": _("Job #%(id)d has already ended (%(status)s).") % {
             "id": job.pk, "status": job.get_status_display()}})
-    was_active = job.cluster_id is not None and job.status in ACTIVE_STATUSES
     text = _("Cancelled by %(user)s.") % {"user": user.get_username()}
     if reason:
         text = f"{text} {reason}"
-    try:
-        with transaction.atomic():
-            before = job.status
-            lifecycle.transition(job, JobStatus.CANCELLED, text, actor=user)
-            if user.pk != job.owner_id:  # the owner cancelling their own job is not a governance action
-                audit.record(AuditAction.JOB_CANCEL, job, actor=user, reason=text, before={"status": before},
-                             after={"status": job.status})
-    except lifecycle.InvalidTransition as exc:
-        raise ValidationError({"status": _("Job #%(id)d changed state meanwhile; reload and retry.") % {
-            "id": job.pk}}) from exc
+    for _attempt in range(3):  # a pass or a dispatch may move the job meanwhile: cancel it from where it is now
+        before = job.status
+        try:
+            with transaction.atomic():
+                lifecycle.transition(job, JobStatus.CANCELLED, text, actor=user)
+                if user.pk != job.owner_id:  # the owner cancelling their own job is not a governance action
+                    audit.record(AuditAction.JOB_CANCEL, job, actor=user, reason=text, before={"status": before},
+                                 after={"status": job.status})
+            break
+        except lifecycle.InvalidTransition:
+            job.refresh_from_db()
+            if job.is_terminal:
+                raise ValidationError({"status": _("Job #%(id)d has already ended (%(status)s).") % {
+                    "id": job.pk, "status": job.get_status_display()}}) from None
+    else:
+        raise ValidationError({"status": _("Job #%(id)d keeps changing state; reload and retry.") % {"id": job.pk}})
+    was_active = job.cluster_id is not None and before in ACTIVE_STATUSES
     if was_active:
         executor_for(job.cluster).stop(job)
     request_scheduling_pass()

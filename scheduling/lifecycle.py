@@ -69,11 +69,20 @@ def import_jobs(jobs: list[Job], status: str, reason: str) -> list[Job]:
     return created
 
 
+def still_in(jobs: list[Job], status: str) -> list[Job]:
+    """The jobs that are still in ``status``, their rows locked until the transaction ends: a cancel racing
+    with a pass or a dispatch waits for it and then acts on what it did, and nobody else is rolled back."""
+    ids = set(Job.objects.select_for_update().filter(pk__in=[job.pk for job in jobs], status=status)
+              .values_list("pk", flat=True))
+    return [job for job in jobs if job.pk in ids]
+
+
 def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *, actor=None, at=None,
-                    data=None, **fields) -> list[JobEvent]:
+                    data=None, skip_moved: bool = False, **fields) -> list[JobEvent]:
     """Move many jobs that share a status to ``to_status`` in one compare-and-set UPDATE, with one event
     each (``reasons`` and ``data`` by job id). Raises InvalidTransition if any of them moved meanwhile, so
-    the caller's transaction rolls back as a whole."""
+    the caller's transaction rolls back as a whole; with ``skip_moved`` the jobs that moved meanwhile (a
+    cancel) are left alone and the others move: the events returned say which."""
     if not jobs:
         return []
     from_status = jobs[0].status
@@ -85,8 +94,12 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
         updates.setdefault(_TIMESTAMP_FOR[to_status], at)
     if to_status in TERMINAL_STATUSES:
         updates.setdefault("finished_at", at)
-    ids = [job.pk for job in jobs]
     with transaction.atomic():
+        if skip_moved:
+            jobs = still_in(jobs, from_status)
+            if not jobs:
+                return []
+        ids = [job.pk for job in jobs]
         if Job.objects.filter(pk__in=ids, status=from_status).update(**updates, last_updated=at) != len(ids):
             raise InvalidTransition(f"some of jobs {ids[:5]}… are no longer {from_status}")
         if from_status in (S.PENDING, S.QUEUED) and to_status not in (S.PENDING, S.QUEUED):

@@ -300,6 +300,7 @@ class JobEvent(models.Model):
         RECLAMATION = "reclamation", _("Idle reclamation")
         EXECUTOR = "executor", _("Cluster action")
         RETRY = "retry", _("Automatic retry")
+        RECONCILE = "reconcile", _("Reconciliation")
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(_("time"), db_index=True)

@@ -29,7 +29,16 @@ from gpuportal.db import bulk_insert, bulk_set
 
 from . import engine, lifecycle
 from .executors import executor_for
-from .models import FailureCategory, Job, JobAllocation, JobEvent, JobQueueState, JobStatus
+from .models import (
+    ACTIVE_STATUSES,
+    WAITING_STATUSES,
+    FailureCategory,
+    Job,
+    JobAllocation,
+    JobEvent,
+    JobQueueState,
+    JobStatus,
+)
 from .snapshots import load_snapshots
 
 logger = logging.getLogger(__name__)
@@ -102,11 +111,15 @@ def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport
 
 def _preempt(preemption, jobs: dict, now, report: PassReport) -> None:
     victim, preemptor = jobs[preemption.victim_id], jobs[preemption.preemptor_id]
+    if victim.status not in ACTIVE_STATUSES:
+        return  # it ended or was cancelled since the snapshot: its GPUs are free anyway
     text = _("Preempted by job #%(job)d of tenant %(tenant)s (%(rule)s).") % {
         "job": preemptor.pk, "tenant": preemption.preemptor_tenant, "rule": _(preemption.rule)}
     data = {"preemptor": preemptor.pk, "preemptor_tenant": preemption.preemptor_tenant, "rule": preemption.rule}
-    lifecycle.transition(victim, JobStatus.PREEMPTED, text, at=now, data=data,
-                         failure_category=FailureCategory.PREEMPTED, failure_message=text)
+    if not lifecycle.transition_many([victim], JobStatus.PREEMPTED, {victim.pk: text}, at=now,
+                                     data={victim.pk: data}, skip_moved=True,
+                                     failure_category=FailureCategory.PREEMPTED, failure_message=text):
+        return  # it ended or was cancelled since the snapshot: its GPUs are free anyway
     audit.record(AuditAction.JOB_PREEMPT, victim, reason=text, actor=None,
                  after={"preemptor": preemptor.pk, "preemptor_tenant": preemption.preemptor_tenant,
                         "rule": preemption.rule})
@@ -131,26 +144,34 @@ def _admission_reason(job: Job, admission, where: list[str]) -> str:
 
 
 def _admit(admissions, jobs: dict, node_by_id, gpu_by_key, now, report: PassReport) -> None:
-    allocations, by_cluster = [], defaultdict(list)
+    """Admit each job that is still queued (a job cancelled since the snapshot is left alone, the others go on),
+    then give the admitted ones their GPUs."""
+    allocations, by_cluster = {}, defaultdict(list)
     reasons, data = {}, {}
     for admission in admissions:
         job = jobs[admission.job_id]
+        if job.status != JobStatus.QUEUED:
+            continue  # cancelled since the snapshot
         where = []
         for placement in admission.placements:
             node = node_by_id[placement.node_id]
             share = "" if placement.gpu_milli >= engine.WHOLE else f" x {placement.gpu_milli / 1000:g}"
             where.append(f"{node.name} (GPU {', '.join(str(i) for i in placement.gpu_indices)}{share})")
-            allocations += [JobAllocation(job=job, gpu=gpu_by_key[(node.id, i)], allocated_at=now,
-                                          fraction=placement.gpu_milli / 1000) for i in placement.gpu_indices]
+            allocations.setdefault(job.pk, []).extend(
+                JobAllocation(job=job, gpu=gpu_by_key[(node.id, i)], allocated_at=now,
+                              fraction=placement.gpu_milli / 1000) for i in placement.gpu_indices)
         reasons[job.pk] = _admission_reason(job, admission, where)
         data[job.pk] = {"placements": [{"node": node_by_id[p.node_id].name, "gpus": list(p.gpu_indices),
                                         "share": p.gpu_milli / 1000} for p in admission.placements],
                         "backfilled": admission.backfilled, "borrowing": admission.borrowing}
-        by_cluster[node_by_id[admission.placements[0].node_id].cluster].append(job)
-        report.admitted.append((job.pk, "; ".join(where)))
-    JobAllocation.objects.bulk_create(allocations, batch_size=5000)
+        by_cluster[node_by_id[admission.placements[0].node_id].cluster].append((job, "; ".join(where)))
+    admitted_ids = set()
     for cluster, admitted in by_cluster.items():
-        lifecycle.transition_many(admitted, JobStatus.ADMITTED, reasons, at=now, data=data, cluster=cluster)
+        events = lifecycle.transition_many([job for job, _where in admitted], JobStatus.ADMITTED, reasons, at=now,
+                                           data=data, cluster=cluster, skip_moved=True)
+        admitted_ids |= {event.job_id for event in events}
+        report.admitted += [(job.pk, where) for job, where in admitted if job.pk in admitted_ids]
+    JobAllocation.objects.bulk_create([a for job_id in admitted_ids for a in allocations[job_id]], batch_size=5000)
 
 
 def _store_waits(waiting, now, report: PassReport) -> None:
@@ -160,13 +181,15 @@ def _store_waits(waiting, now, report: PassReport) -> None:
     states = JobQueueState.objects.in_bulk(waiting_ids)
     new, changed, events = [], [], []
     for wait in waiting:
+        if statuses.get(wait.job_id) not in WAITING_STATUSES:
+            continue  # cancelled (or gone) since the snapshot
         params = _jsonable(wait.params)
         estimate = (datetime.fromtimestamp(wait.estimated_start, tz=UTC)
                     if wait.estimated_start is not None and math.isfinite(wait.estimated_start) else None)
         values = (wait.reason.value, params, wait.position, wait.tenant_position, estimate)
         state = states.get(wait.job_id)
         if state is None or state.wait_reason != wait.reason.value:
-            status = statuses.get(wait.job_id, JobStatus.QUEUED)
+            status = statuses[wait.job_id]
             events.append(JobEvent(job_id=wait.job_id, at=now, kind=JobEvent.Kind.WAIT_REASON, from_status=status,
                                    to_status=status, reason=wait.message, data={"code": wait.reason.value}))
         if state is None:

@@ -11,35 +11,55 @@ from __future__ import annotations
 
 import logging
 
+import kombu.exceptions
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from fleet.models import Cluster, ExecutorKind
+from gpuportal import telemetry
 
 from . import lifecycle
 from .dispatch import dispatch_many
 from .executors import executor_for
 from .executors.kubernetes.sync import ClusterSync, resync_all
 from .models import Job, JobStatus
+from .reconcile import reconcile as reconcile_once
 from .scheduler import PassReport, run_pass
 
 logger = logging.getLogger(__name__)
 
 
+#: What publishing raises when the broker cannot take a message (connection refused, timed out, lost).
+BROKER_ERRORS = (kombu.exceptions.OperationalError, ConnectionError, TimeoutError)
+
+
+def send(task, *args) -> bool:
+    """Queue ``task``; False, logged and counted, when the broker cannot take it. Nothing is lost then: the
+    beat's next pass and the reconciler do the work (see ``reconcile``), so a caller never fails or hangs
+    because the broker is down."""
+    try:
+        task.apply_async(args=args, retry=False)
+        return True
+    except BROKER_ERRORS as exc:
+        logger.warning("could not queue %s (%s); the next beat tick or the reconciler will do it", task.name, exc)
+        telemetry.increment("gpuportal_enqueue_failures_total", task=task.name.rpartition(".")[2])
+        return False
+
+
 def request_scheduling_pass() -> None:
     """Ask for a pass once the current transaction commits (inline in the embedded mode)."""
-    transaction.on_commit(lambda: run_scheduling_pass.delay())
+    transaction.on_commit(lambda: send(run_scheduling_pass))
 
 
 def follow_up(report: PassReport) -> None:
     """What comes after a pass: dispatch what it admitted, and one more pass when it preempted (the
     preemptors start as soon as their victims have let go)."""
     if report.admitted:
-        dispatch_jobs.delay(report.admitted_ids)
+        send(dispatch_jobs, report.admitted_ids)
     if report.preempted:
-        run_scheduling_pass.delay()
+        send(run_scheduling_pass)
 
 
 @shared_task
@@ -103,6 +123,15 @@ def watch_kubernetes() -> dict:
     if any(entry.get("changed") for entry in out.values()):
         request_scheduling_pass()
     return out
+
+
+@shared_task
+def reconcile() -> dict:
+    """Repair what lost messages and dead workers left behind (scheduling/reconcile.py)."""
+    report = reconcile_once()
+    if report.repairs:
+        request_scheduling_pass()
+    return report.as_dict()
 
 
 @shared_task

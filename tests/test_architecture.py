@@ -8,8 +8,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("gpuportal", "tenants", "audit", "fleet", "scheduling", "governance", "metering", "demo", "bench",
-            "nodeagent", "kubefake")
+PACKAGES = ("gpuportal", "tenants", "accounts", "audit", "fleet", "scheduling", "governance", "metering", "demo",
+            "bench", "nodeagent", "kubefake")
 
 
 def _modules() -> dict[str, Path]:

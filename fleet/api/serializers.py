@@ -1,6 +1,15 @@
 """Nodes as every signed-in user may see them, and what an agent sends when it registers."""
 
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.utils.translation import gettext as _
 from rest_framework import serializers
+
+#: Never an agent: link-local addresses include the cloud metadata service (169.254.169.254).
+LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 
 
 class GPUSerializer(serializers.Serializer):
@@ -32,7 +41,70 @@ class NodeSerializer(serializers.Serializer):
     gpus = GPUSerializer(many=True)
 
 
+def agent_networks() -> list:
+    """``AGENTS["NETWORKS"]`` parsed; a typo in the setting must fail loudly, not accept everything."""
+    return [ipaddress.ip_network(text, strict=False) for text in settings.AGENTS["NETWORKS"]]
+
+
+def _addresses(host: str) -> list:
+    """Every address ``host`` stands for (the literal, or all that DNS gives), IPv4-mapped ones unwrapped."""
+    try:
+        found = [ipaddress.ip_address(host.split("%", 1)[0])]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return []
+        found = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+    return [getattr(a, "ipv4_mapped", None) or a for a in found]
+
+
+def agent_url_problem(url: str) -> str:
+    """Why the portal must not poll ``url`` ("" when it may).
+
+    The portal sends the node's token to this URL every poll, so an agent may only name an address inside
+    the configured agent networks: never link-local (cloud metadata), never loopback unless a configured
+    network is itself loopback, and, for a host name, every address it resolves to. Nothing is contacted."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        return _("The agent URL must be http(s)://host[:port] without user or password.")
+    addresses = _addresses(parts.hostname)
+    if not addresses:
+        return _("The host %(host)s of the agent URL does not resolve.") % {"host": parts.hostname}
+    networks = agent_networks()
+    loopback_allowed = any(n.is_loopback for n in networks)
+    for address in addresses:
+        if any(address in n for n in LINK_LOCAL if n.version == address.version) or address.is_link_local:
+            return _("Agent URLs may not point to link-local addresses such as %(address)s "
+                     "(169.254.0.0/16, fe80::/10: cloud metadata).") % {"address": address}
+        if address.is_loopback and not loopback_allowed:
+            return _("Agent URLs may not point to loopback addresses such as %(address)s unless "
+                     "GPUPORTAL_AGENT_NETWORKS includes a loopback network.") % {"address": address}
+        if address.is_unspecified or address.is_multicast:
+            return _("Agent URLs may not point to %(address)s.") % {"address": address}
+        if not any(address in n for n in networks if n.version == address.version):
+            return _("The address %(address)s of the agent URL is outside the agent networks "
+                     "(GPUPORTAL_AGENT_NETWORKS: %(networks)s).") % {
+                "address": address, "networks": ", ".join(str(n) for n in networks) or _("none")}
+    return ""
+
+
 class AgentRegistrationSerializer(serializers.Serializer):
+    """The agent's announcement. The URL's shape is checked here; whether its address may be polled
+    (``agent_url_problem``) is checked by the view after the token, so anonymous callers cause no DNS
+    lookups. A plain field, not ``URLField``: node host names often have no dot."""
+
     node = serializers.CharField(max_length=128)
-    url = serializers.URLField(max_length=255)
+    url = serializers.CharField(max_length=255)
     labels = serializers.DictField(child=serializers.CharField(max_length=64), required=False)
+
+    def validate_url(self, value: str) -> str:
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port out of range
+        except ValueError as exc:
+            raise serializers.ValidationError(_("Not a valid URL: %(error)s") % {"error": exc}) from exc
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+            raise serializers.ValidationError(_("The agent URL must be http(s)://host[:port] without user or "
+                                                "password."))
+        return value

@@ -2,6 +2,7 @@
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
 from rest_framework.permissions import AllowAny
@@ -10,7 +11,7 @@ from rest_framework.views import APIView
 
 from .. import agent_tokens
 from ..models import Node, NodeEvent
-from .serializers import AgentRegistrationSerializer, NodeSerializer
+from .serializers import AgentRegistrationSerializer, NodeSerializer, agent_url_problem
 
 LABEL_FIELDS = {"datacenter": "datacenter", "rack": "rack", "network": "network_domain",
                 "network_domain": "network_domain"}
@@ -19,7 +20,11 @@ LABEL_FIELDS = {"datacenter": "datacenter", "rack": "rack", "network": "network_
 class AgentRegistrationView(APIView):
     """An agent announces where it answers, authenticated by its node's token (``Authorization: Bearer``).
 
-    A wrong token and an unknown node get the same 401, so the endpoint does not reveal node names."""
+    A wrong token and an unknown node get the same 401, so the endpoint does not reveal node names. The
+    portal will send the token to the URL at every poll, so the URL must lie inside the agent networks
+    (400 on ``url`` otherwise, and the URL is never contacted). Datacenter, rack and network domain decide
+    where jobs may span, so an agent may fill them in while empty but moving a node takes an admin: a
+    registration that would change one is refused as a whole (400 on ``labels``) and changes nothing."""
 
     authentication_classes = []
     permission_classes = [AllowAny]
@@ -31,10 +36,21 @@ class AgentRegistrationView(APIView):
         scheme, _sep, token = request.headers.get("Authorization", "").partition(" ")
         node = Node.objects.filter(name=body.validated_data["node"]).first()
         if scheme.lower() != "bearer" or node is None or not agent_tokens.verify(node, token.strip()):
-            return Response({"detail": "Unknown node or wrong agent token."}, status=status.HTTP_401_UNAUTHORIZED)
+            return Response({"detail": _("Unknown node or wrong agent token.")}, status=status.HTTP_401_UNAUTHORIZED)
+        problem = agent_url_problem(body.validated_data["url"])
+        if problem:
+            return Response({"url": [problem]}, status=status.HTTP_400_BAD_REQUEST)
         labels = body.validated_data.get("labels", {})
         updates = {"agent_url": body.validated_data["url"]}
-        updates.update({LABEL_FIELDS[k]: v for k, v in labels.items() if k in LABEL_FIELDS})
+        placement = {LABEL_FIELDS[k]: v for k, v in labels.items() if k in LABEL_FIELDS}
+        moves = [(field, getattr(node, field), value) for field, value in placement.items()
+                 if getattr(node, field) and value != getattr(node, field)]
+        if moves:
+            return Response({"labels": [
+                _("An agent may set %(label)s only while it is empty; moving the node from %(old)r to %(new)r "
+                  "needs an admin (the node's admin page).") % {"label": field, "old": old, "new": new}
+                for field, old, new in moves]}, status=status.HTTP_400_BAD_REQUEST)
+        updates.update(placement)
         with transaction.atomic():
             before = {k: getattr(node, k) for k in updates}
             for key, value in updates.items():

@@ -7,6 +7,9 @@ from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gpuportal.api import IDEMPOTENCY_KEY
+from gpuportal.idempotency import idempotent
+
 from .. import services
 from ..models import Notification
 from .serializers import (
@@ -26,7 +29,9 @@ class PriorityRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, v
     def get_queryset(self):
         return services.requests_for(self.request.user)
 
-    @extend_schema(request=PriorityRequestCreateSerializer, responses={201: PriorityRequestSerializer})
+    @extend_schema(request=PriorityRequestCreateSerializer, responses={201: PriorityRequestSerializer},
+                   parameters=[IDEMPOTENCY_KEY])
+    @idempotent
     def create(self, request):
         try:
             created = services.submit_request(request.user, request.data)

@@ -8,7 +8,8 @@ from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpuportal.api import StandardPagination
+from gpuportal.api import IDEMPOTENCY_KEY, StandardPagination
+from gpuportal.idempotency import idempotent
 
 from .. import job_actions, job_tokens, progress, queries, submission
 from ..filtersets import JobFilterSet
@@ -44,7 +45,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
 
-    @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer})
+    @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer}, parameters=[IDEMPOTENCY_KEY])
+    @idempotent
     def create(self, request):
         job = submission.submit_job(request.user, request.data)
         job = get_object_or_404(self.get_queryset().prefetch_related("events__actor"), pk=job.pk)

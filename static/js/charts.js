@@ -11,6 +11,11 @@
         .then(function () { div.setAttribute("data-rendered", "1"); });
     });
   }
+  // The "print" link: a listener here, since the Content-Security-Policy refuses inline onclick handlers.
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest("[data-print]");
+    if (link) { event.preventDefault(); window.print(); }
+  });
   window.addEventListener("beforeprint", function () {
     document.querySelectorAll("details.data").forEach(function (d) { d.open = true; });
   });

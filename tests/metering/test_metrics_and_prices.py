@@ -60,6 +60,16 @@ def test_metrics_are_protected(client, settings, world):
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
 
 
+def test_production_metrics_need_the_bearer_token_even_from_loopback(client, settings, world):
+    settings.ENVIRONMENT = "production"
+    settings.METRICS = {"TOKEN": "", "ALLOWED_IPS": ["127.0.0.1"]}
+    refused = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
+    assert refused.status_code == 403 and b"GPUPORTAL_METRICS_TOKEN" in refused.content
+    settings.METRICS = {"TOKEN": "s3cret", "ALLOWED_IPS": ["127.0.0.1"]}
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 403
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+
+
 def test_prices_are_set_by_platform_admins_with_errors_naming_the_field(api):
     admin = api("admin")
     created = admin.post("/api/prices/", {"gpu_model": "H100", "price_per_gpu_hour": "3.25",

@@ -78,8 +78,11 @@ def test_manager_sees_all_tenants_and_a_researcher_only_their_own(october, api):
 
 
 def test_closed_month_is_frozen_and_regenerating_is_explicit_and_recorded(october, users):
+    assert reports.report_for(october)[1] is None and MonthlyReport.objects.count() == 0  # reading never freezes
+    frozen = reports.freeze(october)
     first, snapshot = reports.report_for(october)
-    assert snapshot is not None and snapshot.generated_by is None
+    assert snapshot == frozen and snapshot.generated_by is None
+    assert reports.freeze(october) == frozen and MonthlyReport.objects.count() == 1
     ran_job(users["alice"], "vision/segmentation", gpus_of("dc2-r1-a100-03", 8), at("2026-10-20T00:00"),
             at("2026-10-20T10:00"))
     rollup(MONTH, date(2026, 10, 31), force=True)  # late data: the frozen report does not move
@@ -95,7 +98,7 @@ def test_closed_month_is_frozen_and_regenerating_is_explicit_and_recorded(octobe
 
 
 def test_only_platform_admins_regenerate_from_the_page(client, october):
-    reports.report_for(october)
+    reports.freeze(october)
     client.login(username="dave", password="demo")
     assert client.post("/reports/2026-10/regenerate/", {"reason": "x"}).status_code == 403
     assert MonthlyReport.objects.count() == 1
@@ -157,3 +160,24 @@ def test_recommendations_follow_the_documented_rules():
     assert advice["T4"]["action"] == "lend_or_move" and "71 % idle" in advice["T4"]["evidence"]
     assert advice["H100"]["action"] == "spread"
     assert advice["L40S"]["action"] == "keep"
+
+
+def test_an_unfrozen_closed_month_shows_live_figures_with_a_note_and_the_beat_task_freezes_it(client, october,
+                                                                                           monkeypatch):
+    from django.utils import timezone
+
+    from metering.tasks import freeze_last_month
+
+    client.login(username="dave", password="demo")
+    html = client.get("/reports/2026-10/").content.decode()
+    assert 'class="not-frozen"' in html and 'name="reason"' not in html
+    assert client.get("/reports/2026-10/csv/by_tenant/").status_code == 200
+    assert MonthlyReport.objects.count() == 0  # neither the page nor its CSV froze anything
+    client.login(username="admin", password="demo")
+    assert 'name="reason"' in client.get("/reports/2026-10/").content.decode()  # an admin may freeze it now
+    assert client.post("/reports/2026-10/regenerate/", {"reason": "month closed"}).status_code == 302
+    assert MonthlyReport.objects.get(tenant=None).reason == "month closed"
+    monkeypatch.setattr(timezone, "now", lambda: at("2026-11-02T03:00"))
+    assert set(freeze_last_month()) == {"vision", "nlp", "speech"}  # the platform report was frozen above
+    assert freeze_last_month() == []
+    assert MonthlyReport.objects.filter(superseded_at__isnull=True).count() == 4

@@ -133,16 +133,37 @@ class KubernetesExecutor(Executor):
         namespace, name = state.get("namespace"), state.get("object")
         if not namespace or not name:
             return
-        options = {"propagationPolicy": "Foreground"}
-        deleted = delete(self.batch.delete_namespaced_job, name, namespace, body=options, _preload_content=False)
-        delete(self.core.delete_namespaced_service, name, namespace, _preload_content=False)
-        delete(self.core.delete_namespaced_secret, f"{name}-token", namespace, _preload_content=False)
+        deleted = self.delete_objects(namespace, name)
         JobEvent.objects.create(
             job=job, at=timezone.now(), kind=JobEvent.Kind.EXECUTOR, from_status=job.status, to_status=job.status,
             reason=((_("Deleted Kubernetes Job %(ns)s/%(name)s (foreground propagation).") if deleted
                      else _("Kubernetes Job %(ns)s/%(name)s was already gone.")) % {"ns": namespace, "name": name}
                     + f" {reason}").strip(),
             data={"namespace": namespace, "object": name, "propagation": "Foreground"})
+
+    def delete_objects(self, namespace: str, name: str) -> bool:
+        """Delete one attempt's Job (foreground: its pods go first), Service and token; False if already gone."""
+        options = {"propagationPolicy": "Foreground"}
+        deleted = delete(self.batch.delete_namespaced_job, name, namespace, body=options, _preload_content=False)
+        delete(self.core.delete_namespaced_service, name, namespace, _preload_content=False)
+        delete(self.core.delete_namespaced_secret, f"{name}-token", namespace, _preload_content=False)
+        return bool(deleted)
+
+    def has_objects(self, job) -> bool:
+        """Does this attempt's Job object exist on the cluster?"""
+        state = job.executor_state or {}
+        try:
+            self.raw(self.batch.read_namespaced_job, state.get("object", ""), state.get("namespace", ""))
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def managed_jobs(self) -> list[dict]:
+        """Every Job object the portal made on this cluster (its labels say which job and attempt)."""
+        return self.raw(self.batch.list_job_for_all_namespaces,
+                        label_selector="app.kubernetes.io/managed-by=gpuportal").get("items", [])
 
     def observe(self, job, now) -> ExecutorUpdate | None:
         return None  # Kubernetes jobs are followed by scheduling.executors.kubernetes.sync

@@ -1,0 +1,50 @@
+"""The token page (``/account/tokens/``): list, create (the secret shown once), revoke.
+
+Every answer carries ``Cache-Control: no-store`` (``never_cache``): the page that shows a new secret must not
+stay in a browser or proxy cache, and the list is the user's own."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from . import tokens
+from .forms import NewTokenForm
+from .models import ApiToken
+
+
+def _page(request, form, new_secret="", new_token=None, status=200):
+    return render(request, "accounts/tokens.html", {
+        "form": form, "tokens": ApiToken.objects.filter(user=request.user), "new_secret": new_secret,
+        "new_token": new_token, "conf": tokens.token_settings()}, status=status)
+
+
+@never_cache
+@login_required
+def token_list(request):
+    if request.method != "POST":
+        return _page(request, NewTokenForm(initial={"days": tokens.token_settings()["DEFAULT_DAYS"]}))
+    form = NewTokenForm(request.POST)
+    if form.is_valid():
+        try:
+            token, secret = tokens.issue(request.user, form.cleaned_data["name"], form.cleaned_data["days"])
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            return _page(request, NewTokenForm(initial={"days": tokens.token_settings()["DEFAULT_DAYS"]}),
+                         new_secret=secret, new_token=token)
+    return _page(request, form, status=400)
+
+
+@never_cache
+@login_required
+@require_POST
+def token_revoke(request, pk):
+    token = get_object_or_404(ApiToken, pk=pk, user=request.user)
+    if tokens.revoke(token):
+        messages.success(request, _("Token %(name)s is revoked.") % {"name": token.name})
+    return redirect("accounts:tokens")

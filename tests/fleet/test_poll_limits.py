@@ -1,0 +1,169 @@
+"""One bad agent stalls nobody: a total deadline per poll, a size cap, no overlapping cycles, its own queue,
+TLS agents. Real HTTP on loopback, as in test_polling.py."""
+
+import socket
+import threading
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+
+from fleet import agent_tokens
+from fleet import tasks as fleet_tasks
+from fleet.models import Cluster, Node
+from fleet.polling import POLL_LOCK_KEY, poll_agents
+from gpuportal.celery import app
+from nodeagent.agent import Agent
+from nodeagent.backends import make_backend
+from nodeagent.server import serve, tls_context
+from tests.nodeagent.tls import self_signed_cert
+
+
+class RawAgent:
+    """A fake agent that reads the request, then answers with ``respond(sock)`` (drip, flood, ...)."""
+
+    def __init__(self, respond):
+        self.respond, self.accepted = respond, threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                sock, _address = self.listener.accept()
+            except OSError:
+                return
+            self.accepted.set()
+            threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
+
+    def _answer(self, sock):
+        with sock:
+            try:
+                sock.recv(65536)
+                self.respond(sock)
+            except OSError:  # the poller hung up: what a deadline is for
+                pass
+
+    def close(self):
+        self.listener.close()
+
+
+def drip(sock):
+    """A valid answer, one byte every 0.2 s from the status line on: no single read ever times out."""
+    for byte in b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{"gpus": []}':
+        sock.sendall(bytes([byte]))
+        time.sleep(0.2)
+
+
+def flood_with_length(sock):
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5000000\r\n\r\n" + b" " * 100_000)
+
+
+def flood_until_close(sock):
+    sock.sendall(b"HTTP/1.0 200 OK\r\n\r\n")
+    for _ in range(20):
+        sock.sendall(b" " * 10_000)
+
+
+@pytest.fixture
+def limits(settings, transactional_db):
+    settings.AGENTS = {**settings.AGENTS, "POLL_TIMEOUT_SECONDS": 1.0, "MAX_SNAPSHOT_BYTES": 64 * 1024}
+    cluster = Cluster.objects.create(name="edge")
+    fakes = []
+
+    def node(name, respond=None, url=None):
+        fake = RawAgent(respond) if respond else None
+        if fake:
+            fakes.append(fake)
+        node = Node.objects.create(cluster=cluster, name=name, gpu_model="H200", agent_url=url or fake.url)
+        agent_tokens.issue(node)
+        return node, fake
+
+    yield node
+    for fake in fakes:
+        fake.close()
+
+
+def edge_poll():
+    return poll_agents(Node.objects.filter(cluster__name="edge").prefetch_related("gpus"))
+
+
+def test_a_dripping_agent_is_cut_off_at_the_total_deadline(limits):
+    limits("drip", drip)
+    started = time.monotonic()
+    report = edge_poll()
+    elapsed = time.monotonic() - started
+    assert report.ran and report.answered == 0
+    assert report.failed["drip"] == "no answer within 1 s"
+    assert elapsed < 2.5  # about the deadline; the drip alone would take 10 s
+    assert Node.objects.get(name="drip").health == "suspect"
+
+
+def test_answers_over_the_size_cap_are_refused(limits):
+    limits("declared", flood_with_length)
+    limits("undeclared", flood_until_close)
+    report = edge_poll()
+    assert report.answered == 0
+    for name in ("declared", "undeclared"):
+        assert report.failed[name] == ("the answer is larger than the limit of 65536 bytes "
+                                       "(AGENTS['MAX_SNAPSHOT_BYTES'])")
+    assert Node.objects.get(name="declared").last_poll_error.startswith("the answer is larger")
+
+
+def test_a_second_cycle_returns_at_once_while_one_runs(limits):
+    _node, fake = limits("drip", drip)
+    first = {}
+
+    def run_first():
+        try:
+            first["report"] = edge_poll()
+        finally:
+            connection.close()  # this thread's own database connection
+
+    thread = threading.Thread(target=run_first)
+    thread.start()
+    assert fake.accepted.wait(5)  # the first cycle is waiting for the dripping agent
+    started = time.monotonic()
+    second = edge_poll()
+    assert not second.ran and second.polled == 0
+    assert time.monotonic() - started < 0.5
+    thread.join(10)
+    assert first["report"].ran and "drip" in first["report"].failed
+
+
+def test_a_cycle_in_another_process_holds_off_this_one(limits):
+    limits("drip", drip)
+    db = connection.settings_dict
+    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"],
+                         autocommit=True) as other:  # as another worker would
+        other.execute("SELECT pg_advisory_lock(%s)", [POLL_LOCK_KEY])
+        assert fleet_tasks.poll_agents.apply().get() == {"ran": False, "detail": "another poll cycle is running"}
+        other.execute("SELECT pg_advisory_unlock(%s)", [POLL_LOCK_KEY])
+    assert edge_poll().ran
+
+
+def test_polling_has_its_own_queue():
+    route = app.amqp.router.route({}, "fleet.tasks.poll_agents")
+    assert route["queue"].name == "agents"
+    assert app.amqp.router.route({}, "scheduling.tasks.run_scheduling_pass")["queue"].name == "celery"
+
+
+def test_tls_agent_is_polled_with_the_configured_ca(limits, settings, tmp_path):
+    cert, key = self_signed_cert(tmp_path)
+    agent = Agent(make_backend("simulated", count=2, model="H200", seed=7), node="secure").start()
+    node, _fake = limits("secure", url="https://placeholder")
+    server = serve({"": (agent, agent_tokens.token_for(node))}, "127.0.0.1", 0, ssl_context=tls_context(cert, key))
+    try:
+        Node.objects.filter(pk=node.pk).update(agent_url=f"https://127.0.0.1:{server.server_address[1]}")
+        untrusted = edge_poll()
+        assert "CERTIFICATE_VERIFY_FAILED" in untrusted.failed["secure"]
+        settings.AGENTS = {**settings.AGENTS, "CA_FILE": cert}
+        report = edge_poll()
+        assert report.answered == 1 and report.failed == {}
+        assert Node.objects.get(pk=node.pk).gpus.count() == 2
+    finally:
+        server.shutdown()
+        server.server_close()
+        agent.stop()

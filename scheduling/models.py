@@ -153,7 +153,10 @@ class Job(TimeStampedModel):
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
-        indexes = [models.Index(fields=["tenant", "status"])]
+        # The job lists read the newest jobs of the reader's tenants (or of all): top-N straight from an index.
+        indexes = [models.Index(fields=["tenant", "status"]),
+                   models.Index(fields=["tenant", "-submitted_at", "-id"], name="job_tenant_newest"),
+                   models.Index(fields=["-submitted_at", "-id"], name="job_newest")]
         verbose_name = _("job")
         verbose_name_plural = _("jobs")
 

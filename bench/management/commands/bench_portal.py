@@ -27,6 +27,7 @@ from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.utils import timezone
@@ -208,7 +209,10 @@ class Command(BaseCommand):
         Quota.objects.get_or_create(tenant=tenant, gpu_model=MODEL, defaults={"guaranteed_gpus": 16,
                                                                                "limit_gpus": 32})
         user, _ = get_user_model().objects.get_or_create(username=username)
-        user.set_password(password)  # a generated password: the validators' rules are met by construction
+        # A generated password (the validators' rules are met by construction), hashed with Django's default
+        # hasher so that the production server started below can check it whatever this process is set up with.
+        hasher = PBKDF2PasswordHasher()
+        user.password = hasher.encode(password, hasher.salt())
         user.save()
         Membership.objects.get_or_create(user=user, tenant=tenant, role=Role.RESEARCHER)
         have = Job.objects.filter(tenant=tenant).count()
@@ -218,6 +222,9 @@ class Command(BaseCommand):
                                        task_type=task_type, gpu_model=MODEL, gpus_per_node=1, image="img",
                                        max_runtime_minutes=60, priority=10, submitted_at=now)
                                    for i in range(max(0, jobs - have) // len(STATUSES))], status, "bench fixture")
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")  # fresh statistics, as autovacuum keeps them on a live site
         return Job.objects.filter(tenant=tenant).order_by("-pk").values_list("pk", flat=True).first()
 
     def _start(self, web_workers: int) -> tuple[str, list[subprocess.Popen]]:
@@ -227,7 +234,8 @@ class Command(BaseCommand):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        env = {**os.environ, "GPUPORTAL_ENV": "production", "DEBUG": "0",
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gpuportal.settings", "GPUPORTAL_ENV": "production",
+               "DEBUG": "0",
                "SECRET_KEY": secrets.token_urlsafe(64), "GPUPORTAL_AUDIT_KEY": secrets.token_urlsafe(48),
                "DATABASE_URL": f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:"
                                f"{db['PORT'] or 5432}/{db['NAME']}",

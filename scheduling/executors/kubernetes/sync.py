@@ -35,6 +35,8 @@ from .diagnosis import IMAGE_REASONS, Diagnosis, PodState, diagnose
 logger = logging.getLogger(__name__)
 MANAGED = "app.kubernetes.io/managed-by=gpuportal"
 FOLLOWED = (JobStatus.DISPATCHING, JobStatus.RUNNING)
+#: Pause before the second relist of one watch (doubling after): 410s in a row must not spin.
+RELIST_BACKOFF_SECONDS = 0.2
 
 
 @dataclass
@@ -140,6 +142,9 @@ class ClusterSync:
                 if exc.status != 410:
                     raise
                 report.relists += 1  # the history we asked for is gone: list, reconcile, watch from there
+                if report.relists > 1:  # a server that keeps answering 410: back off instead of a tight loop
+                    time.sleep(min(RELIST_BACKOFF_SECONDS * 2 ** (report.relists - 2), 5.0,
+                                   max(deadline - time.monotonic(), 0)))
                 rv = self._list()
                 report.changed += self.reconcile()
             self._save_rv(rv)

@@ -1,0 +1,58 @@
+"""Every benchmark runs here at a tiny size, so none can rot: each must finish and print its JSON figures."""
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(command: str, *args) -> dict:
+    out = io.StringIO()
+    call_command(command, *args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_bench_scheduler():
+    figures = run("bench_scheduler", "--nodes", "12", "--tenants", "3", "--pending", "40", "--running", "10",
+                  "--runs", "1")
+    assert figures["pending"] == 40 and figures["db_pass_seconds"] > 0 and figures["db_waiting"] > 0
+
+
+def test_bench_poll():
+    figures = run("bench_poll", "--agents", "3", "--gpus", "2", "--processes", "1", "--cycles", "1")
+    assert figures["answered"] == 3 and figures["cycle_seconds"] > 0
+
+
+def test_bench_dispatch():
+    figures = run("bench_dispatch", "--jobs", "6", "--tenants", "2", "--workers", "2")
+    assert figures["dispatched"] == 6 and figures["failed"] == 0 and figures["jobs_running"] == 6
+
+
+def test_bench_rollup():
+    figures = run("bench_rollup", "--samples", "3000", "--gpus", "16", "--tenants", "2", "--repeat", "1")
+    assert 0 < figures["samples"] <= 3000 and figures["daily_rows"] > 0 and figures["report_page_ms"] > 0
+
+
+def test_replay_trace(tmp_path):
+    nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"node-{i},64000,262144,8,V100\n" for i in range(4)))
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+                    "scheduled_time\n" + "".join(
+                        f"pod-{i},4000,8192,{1 + i % 4},1000,,LS,Succeeded,{i * 60},{i * 60 + 3600},{i * 60}\n"
+                        for i in range(30)))
+    out = io.StringIO()
+    call_command("replay_trace", "--nodes", str(nodes), "--pods", str(pods), "--node-fraction", "1",
+                 "--time-scale", "0.001", stdout=out)
+    assert out.getvalue().strip()
+
+
+def test_bench_portal():
+    figures = run("bench_portal", "--clients", "2", "--seconds", "2.5", "--jobs", "20", "--web-workers", "2")
+    names = [page["name"] for page in figures["pages"]]
+    assert names == ["dashboard", "job_list", "job_page", "api_job_list", "api_submit"]
+    for page in figures["pages"]:
+        assert page["errors"] == 0 and page["rps"] > 0 and page["p50_ms"] <= page["p95_ms"] <= page["max_ms"]

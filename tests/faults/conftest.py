@@ -1,0 +1,26 @@
+"""Fixtures of the fault-injection suite, and the summary of what it injected and found, printed at the end
+of every run that includes it (no ``-s`` needed: it goes through pytest's terminal reporter)."""
+
+import pytest
+
+from tests.scheduling.kube import make_cluster, reset_client_caches
+
+from .faultlib import SUMMARY
+
+
+def pytest_terminal_summary(terminalreporter):
+    if SUMMARY:
+        terminalreporter.section("fault injection")
+        for line in SUMMARY:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def kube(users, tmp_path, settings):
+    """A Kubernetes cluster served by the fake API server in this process, with fast retries."""
+    settings.KUBERNETES = {**settings.KUBERNETES, "RETRIES": 2, "BACKOFF_SECONDS": 0.01}
+    reset_client_caches()
+    made = make_cluster(tmp_path, "kube-f")
+    yield made
+    made.fake.stop()
+    reset_client_caches()

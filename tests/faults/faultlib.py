@@ -1,0 +1,268 @@
+"""Shared by the fault-injection suite: the invariants every scenario must leave behind, the summary that
+``make test`` prints, a real Celery worker that can be SIGKILLed, and misbehaving agents.
+
+Why one ``check_invariants``: each scenario injects a different fault, but what "nothing stuck, nothing lost,
+nothing twice" means is the same everywhere (README, "Reliability"); stating it once keeps the scenarios
+honest and comparable.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+import redis
+from celery import Celery
+from django.conf import settings
+from django.db import connection
+from django.db.models import F
+from django.utils import timezone
+
+from audit.log import verify
+from fleet.models import ExecutorKind
+from scheduling.executors import KubernetesExecutor
+from scheduling.executors.kubernetes.sync import resync_all
+from scheduling.lifecycle import ALLOWED_TRANSITIONS
+from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobEvent, JobStatus
+from scheduling.reconcile import reconcile
+from scheduling.tasks import sync_job_status
+
+#: Beyond every reconcile bound (README: 120 s admitted, 300 s dispatching).
+LATER = timedelta(hours=1)
+#: Redis database of the suite's workers: not 15, which tests/scheduling/test_celery_worker.py flushes.
+REDIS_URL = os.environ.get("GPUPORTAL_FAULTS_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+#: What each scenario injected and found, printed at the end of the run (conftest.py).
+SUMMARY: list[str] = []
+
+
+def record(line: str) -> None:
+    SUMMARY.append(f"FAULTS: {line}")
+
+
+# --- invariants ---------------------------------------------------------------------------------------------
+
+def _path_problems(job: Job, events: list[JobEvent]) -> list[str]:
+    """A job's status events must chain from "" through allowed moves to its current status."""
+    problems, at = [], ""
+    for event in events:
+        if event.from_status != at:
+            problems.append(f"job {job.pk}: event {event.pk} starts at {event.from_status!r}, job was {at!r}")
+        if event.to_status not in ALLOWED_TRANSITIONS.get(event.from_status, ()):
+            problems.append(f"job {job.pk}: illegal move {event.from_status!r} -> {event.to_status!r}")
+        at = event.to_status
+    if at != job.status:
+        problems.append(f"job {job.pk}: events end at {at!r} but the job is {job.status!r}")
+    return problems
+
+
+def _stuck(job: Job, now: datetime, has_objects) -> str:
+    """Why ``job`` is admitted or dispatching past the reconcile bound ("" when it is not)."""
+    if job.status == JobStatus.ADMITTED and job.admitted_at < now - timedelta(
+            seconds=settings.RECONCILE["ADMITTED_SECONDS"]):
+        return f"job {job.pk} still admitted since {job.admitted_at:%H:%M:%S} after a reconcile past the bound"
+    if job.status == JobStatus.DISPATCHING:
+        state = job.executor_state or {}
+        sent = state.get("dispatched_at")
+        if not sent:
+            return f"job {job.pk} dispatching without a dispatch time"
+        if datetime.fromisoformat(sent) < now - timedelta(seconds=settings.RECONCILE["DISPATCHING_SECONDS"]) \
+                and not has_objects(job):
+            return f"job {job.pk} dispatching past the bound and its objects are not on its cluster"
+    return ""
+
+
+def check_invariants(now: datetime | None = None, submitted: dict[str, list[int]] | None = None) -> dict:
+    """Reconcile at ``now`` (default: past every bound), read the clusters once, then assert the invariants:
+
+    * every job's status is legal and its status events form a legal path through ``ALLOWED_TRANSITIONS``;
+    * no open GPU allocation belongs to a job that is not active, and no GPU is held more than once over;
+    * no job is ``admitted`` past the bound, nor ``dispatching`` past it without its objects on the cluster;
+    * every submission answered 201 (``submitted``: submission -> ids answered) is stored exactly once, and
+      every job in the database is one of them;
+    * ``verify_audit``'s check reports the chain intact.
+
+    Returns what the reconcile repaired and what was counted, for the summary line."""
+    now = now or timezone.now() + LATER
+    repaired = reconcile(now)
+    sync_job_status()  # what the simulated cluster says now (the beat's sync)
+    resync_all()  # and the Kubernetes clusters
+    problems: list[str] = []
+    jobs = list(Job.objects.select_related("cluster").order_by("pk"))
+    events = defaultdict(list)
+    for event in JobEvent.objects.exclude(from_status=F("to_status")).order_by("pk"):  # moves, not notes
+        events[event.job_id].append(event)
+    executors: dict[int, KubernetesExecutor] = {}
+
+    def has_objects(job):
+        if job.cluster is None or job.cluster.executor != ExecutorKind.KUBERNETES:
+            return bool((job.executor_state or {}).get("plan"))
+        executor = executors.setdefault(job.cluster_id, KubernetesExecutor(job.cluster))
+        return executor.has_objects(job)
+
+    for job in jobs:
+        if job.status not in JobStatus.values:
+            problems.append(f"job {job.pk}: unknown status {job.status!r}")
+        problems += _path_problems(job, events[job.pk])
+        if stuck := _stuck(job, now, has_objects):
+            problems.append(stuck)
+    held = JobAllocation.objects.filter(released_at__isnull=True)
+    for allocation in held.exclude(job__status__in=ACTIVE_STATUSES).select_related("job"):
+        problems.append(f"GPU {allocation.gpu_id} still allocated to job {allocation.job_id} "
+                        f"({allocation.job.status})")
+    load = defaultdict(float)
+    for gpu_id, fraction in held.values_list("gpu_id", "fraction"):
+        load[gpu_id] += float(fraction)
+    problems += [f"GPU {gpu} held {share:g} times over" for gpu, share in load.items() if share > 1.0001]
+    if submitted is not None:
+        for what, ids in submitted.items():
+            if len(set(ids)) != 1:
+                problems.append(f"submission {what} answered with several ids: {sorted(set(ids))}")
+        answered = {ids[0] for ids in submitted.values() if ids}
+        stored = {job.pk for job in jobs}
+        if answered - stored:
+            problems.append(f"answered 201 but not stored: {sorted(answered - stored)}")
+        if stored - answered:
+            problems.append(f"stored but never answered 201 (duplicates?): {sorted(stored - answered)}")
+    chain = verify()
+    if not chain.ok:
+        problems.append(f"audit chain broken: {chain.problem}")
+    assert problems == [], "\n".join(problems[:30])
+    statuses = defaultdict(int)
+    for job in jobs:
+        statuses[job.status] += 1
+    return {"repairs": len(repaired.repairs), "counts": repaired.as_dict()["counts"], "jobs": len(jobs),
+            "statuses": dict(statuses), "audit_records": chain.checked}
+
+
+def found(result: dict) -> str:
+    """The summary's "what it found" part."""
+    counts = ", ".join(f"{k} {v}" for k, v in result["counts"].items() if v) or "nothing"
+    states = ", ".join(f"{n} {s}" for s, n in sorted(result["statuses"].items()))
+    return f"reconcile repaired {result['repairs']} ({counts}); {result['jobs']} jobs ({states}); " \
+           f"audit chain intact ({result['audit_records']} records); invariants OK"
+
+
+# --- a real Celery worker -----------------------------------------------------------------------------------
+
+class Worker:
+    """``celery -A gpuportal worker --pool=solo`` on this test's database and ``REDIS_URL``, with a short
+    visibility timeout (tests/faults/worker_settings.py) so that Redis hands an unacknowledged message to
+    another worker within seconds of its worker's death."""
+
+    def __init__(self, name: str, extra_env: dict | None = None):
+        db = connection.settings_dict
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings", "CELERY_BROKER_URL": REDIS_URL,
+               "CELERY_RESULT_BACKEND": REDIS_URL, "CELERY_TASK_ALWAYS_EAGER": "0",
+               "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}", **(extra_env or {})}
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "gpuportal", "worker", "--pool=solo", "--without-gossip",
+             "--without-mingle", "--without-heartbeat", "-l", "INFO", "-n", f"{name}@%h"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=settings.BASE_DIR)
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def wait_ready(self, timeout: float = 60) -> Worker:
+        deadline = time.monotonic() + timeout
+        while not any("ready." in line for line in self.lines):
+            assert self.process.poll() is None, "".join(self.lines[-40:])
+            assert time.monotonic() < deadline, "worker did not start: " + "".join(self.lines[-40:])
+            time.sleep(0.1)
+        return self
+
+    def received(self, task: str) -> int:
+        return sum(1 for line in self.lines if "Task " + task in line and "received" in line)
+
+    def kill(self) -> None:
+        """SIGKILL: no warm shutdown, no message given back, no transaction finished."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def broker_client() -> Celery:
+    """A Celery client of ``REDIS_URL`` that leaves the app under test (eager) alone."""
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    return Celery(broker=REDIS_URL, backend=REDIS_URL, set_as_current=False)
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(interval)
+    return value
+
+
+# --- misbehaving agents -------------------------------------------------------------------------------------
+
+class RawAgent:
+    """A fake node agent: reads the request, then ``respond(sock)`` writes whatever it likes (a drip, garbage,
+    a flood). ``accepted`` is set when a poller connects."""
+
+    def __init__(self, respond):
+        self.respond, self.accepted = respond, threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                sock, _address = self.listener.accept()
+            except OSError:
+                return
+            self.accepted.set()
+            threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
+
+    def _answer(self, sock):
+        with sock:
+            try:
+                sock.recv(65536)
+                self.respond(sock)
+            except OSError:  # the poller hung up: what its deadline is for
+                pass
+
+    def close(self):
+        self.listener.close()
+
+
+def dripping(stop: threading.Event):
+    """An answer one byte every 0.2 s (no single read ever times out) until ``stop`` is set."""
+    def respond(sock):
+        for byte in b'HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n{"gpus": []}':
+            sock.sendall(bytes([byte]))
+            if stop.wait(0.2):
+                return
+    return respond
+
+
+def garbage(sock):
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 24\r\n\r\n\x00\xff{not json at all]]\x01\x02")
+
+
+def huge(sock):
+    """A 'snapshot' of ten megabytes, sent until the poller hangs up."""
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + b'{"gpus": [' + b" " * 100_000)
+    for _ in range(100):
+        sock.sendall(b" " * 100_000)

@@ -39,3 +39,9 @@ def rate(value):
             return f"{value:.0f} {unit}"
         value /= 1000
     return f"{value:.1f} TB/s"
+
+
+@register.simple_tag
+def job_status(job):
+    """A job's status as a badge (a tag, not an include: it is drawn on every row of the job lists)."""
+    return format_html('<span class="status status-{}">{}</span>', job.status, job.get_status_display())

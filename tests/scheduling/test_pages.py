@@ -56,7 +56,7 @@ def test_job_list_filters(client, users):
 def test_job_detail_shows_timeline_placement_and_failure(client, users, settings):
     from tests.scheduling.test_lifecycle import _run_until_done
 
-    job = submission.submit_job(users["alice"], job_payload(command="sim:outcome=out_of_memory"))
+    job = submission.submit_job(users["alice"], job_payload(command="sim:outcome=out_of_memory sim:minutes=10"))
     _run_until_done(job, settings)
     html = login(client, "alice").get(f"/jobs/{job.pk}/").content.decode()
     assert "Why it failed" in html and "out_of_memory" in html and "CUDA out of memory" in html

@@ -3,7 +3,7 @@ of every run that includes it (no ``-s`` needed: it goes through pytest's termin
 
 import pytest
 
-from tests.scheduling.kube import make_cluster, reset_client_caches
+from tests.scheduling.kube import served_cluster
 
 from .faultlib import SUMMARY
 
@@ -18,9 +18,5 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture
 def kube(users, tmp_path, settings):
     """A Kubernetes cluster served by the fake API server in this process, with fast retries."""
-    settings.KUBERNETES = {**settings.KUBERNETES, "RETRIES": 2, "BACKOFF_SECONDS": 0.01}
-    reset_client_caches()
-    made = make_cluster(tmp_path, "kube-f")
-    yield made
-    made.fake.stop()
-    reset_client_caches()
+    with served_cluster(tmp_path, settings, "kube-f", retries=2) as made:
+        yield made

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -216,35 +215,6 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
 
 # --- misbehaving agents -------------------------------------------------------------------------------------
 
-class RawAgent:
-    """A fake node agent: reads the request, then ``respond(sock)`` writes whatever it likes (a drip, garbage,
-    a flood). ``accepted`` is set when a poller connects."""
-
-    def __init__(self, respond):
-        self.respond, self.accepted = respond, threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                sock, _address = self.listener.accept()
-            except OSError:
-                return
-            self.accepted.set()
-            threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
-
-    def _answer(self, sock):
-        with sock:
-            try:
-                sock.recv(65536)
-                self.respond(sock)
-            except OSError:  # the poller hung up: what its deadline is for
-                pass
-
-    def close(self):
-        self.listener.close()
 
 
 def dripping(stop: threading.Event):

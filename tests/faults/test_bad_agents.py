@@ -17,8 +17,9 @@ from scheduling import submission
 from scheduling.models import ACTIVE_STATUSES, Job
 from scheduling.tasks import run_scheduling_pass
 from tests.conftest import job_payload
+from tests.fleet.raw_agent import RawAgent
 
-from .faultlib import RawAgent, check_invariants, dripping, found, garbage, huge, record
+from .faultlib import check_invariants, dripping, found, garbage, huge, record
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 PASSES = 3

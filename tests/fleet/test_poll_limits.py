@@ -1,7 +1,6 @@
 """One bad agent stalls nobody: a total deadline per poll, a size cap, no overlapping cycles, its own queue,
 TLS agents. Real HTTP on loopback, as in test_polling.py."""
 
-import socket
 import threading
 import time
 
@@ -17,37 +16,8 @@ from gpuportal.celery import app
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.server import serve, tls_context
+from tests.fleet.raw_agent import RawAgent
 from tests.nodeagent.tls import self_signed_cert
-
-
-class RawAgent:
-    """A fake agent that reads the request, then answers with ``respond(sock)`` (drip, flood, ...)."""
-
-    def __init__(self, respond):
-        self.respond, self.accepted = respond, threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                sock, _address = self.listener.accept()
-            except OSError:
-                return
-            self.accepted.set()
-            threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
-
-    def _answer(self, sock):
-        with sock:
-            try:
-                sock.recv(65536)
-                self.respond(sock)
-            except OSError:  # the poller hung up: what a deadline is for
-                pass
-
-    def close(self):
-        self.listener.close()
 
 
 def drip(sock):

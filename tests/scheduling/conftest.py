@@ -1,14 +1,10 @@
 import pytest
 
-from .kube import make_cluster, reset_client_caches
+from .kube import served_cluster
 
 
 @pytest.fixture
 def kube(users, tmp_path, settings):
     """A Kubernetes cluster served by the fake API server, with fast retries."""
-    settings.KUBERNETES = {**settings.KUBERNETES, "RETRIES": 3, "BACKOFF_SECONDS": 0.01}
-    reset_client_caches()
-    made = make_cluster(tmp_path, "kube-a")
-    yield made
-    made.fake.stop()
-    reset_client_caches()
+    with served_cluster(tmp_path, settings, "kube-a", retries=3) as made:
+        yield made

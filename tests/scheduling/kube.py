@@ -2,6 +2,7 @@
 Cluster, Node and GPU rows the scheduler places on (GPU model H200, so the simulated demo cluster, which
 has none, never takes these jobs)."""
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import yaml
@@ -53,3 +54,16 @@ def make_cluster(tmp_path, name: str, node_count: int = 4, model: str = MODEL, *
 def reset_client_caches():
     forget_clients()
     _prepared.clear()
+
+
+@contextmanager
+def served_cluster(tmp_path, settings, name: str, retries: int):
+    """A cluster served by the fake API server for the length of a test, with fast retries."""
+    settings.KUBERNETES = {**settings.KUBERNETES, "RETRIES": retries, "BACKOFF_SECONDS": 0.01}
+    reset_client_caches()
+    made = make_cluster(tmp_path, name)
+    try:
+        yield made
+    finally:
+        made.fake.stop()
+        reset_client_caches()

@@ -31,8 +31,9 @@ logger = logging.getLogger(__name__)
 KEPT_STATE = ("attempts", "avoid_nodes", "resume_from")
 
 
-def _fail(job: Job, exc: Exception) -> int:
-    """Fail a job the cluster refused; 0 when it changed state meanwhile (a cancel wins)."""
+def fail_dispatch(job: Job, exc: Exception) -> int:
+    """Fail a job the cluster refused (dispatch, or the reconciler making its objects again); 0 when it
+    changed state meanwhile (a cancel wins)."""
     telemetry.increment("gpuportal_dispatch_errors_total", cluster=job.cluster.name)
     message = _("Dispatch failed: the cluster %(c)s refused the job's objects after every retry: %(error)s") % {
         "c": job.cluster.name, "error": exc}
@@ -120,7 +121,7 @@ def dispatch_many(job_ids, workers: int | None = None) -> dict:
         failed = 0
         for job, _state, error in results:
             if error is not None:
-                failed += _fail(job, error)
+                failed += fail_dispatch(job, error)
         summary["store_seconds"] += time.perf_counter() - stored
         summary["dispatched"] += len(moved)
         summary["failed"] += failed

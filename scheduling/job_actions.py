@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from audit import log as audit
@@ -20,8 +19,14 @@ from tenants import access
 
 from . import lifecycle
 from .executors import executor_for
+from .lifecycle import note
 from .models import ACTIVE_STATUSES, Job, JobEvent, JobStatus, Reservation, TaskType
 from .tasks import request_scheduling_pass
+
+
+def _ended(job: Job) -> ValidationError:
+    return ValidationError({"status": _("Job #%(id)d has already ended (%(status)s).") % {
+        "id": job.pk, "status": job.get_status_display()}})
 
 
 def cancel_job(user, job: Job, reason: str = "") -> Job:
@@ -29,8 +34,7 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
     if not access.can_manage_job(user, job.tenant_id, job.owner_id):
         raise PermissionDenied(_("You may not cancel this job."))
     if job.is_terminal:
-        raise ValidationError({"status": _("Job #%(id)d has already ended (%(status)s).") % {
-            "id": job.pk, "status": job.get_status_display()}})
+        raise _ended(job)
     text = _("Cancelled by %(user)s.") % {"user": user.get_username()}
     if reason:
         text = f"{text} {reason}"
@@ -46,8 +50,7 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
         except lifecycle.InvalidTransition:
             job.refresh_from_db()
             if job.is_terminal:
-                raise ValidationError({"status": _("Job #%(id)d has already ended (%(status)s).") % {
-                    "id": job.pk, "status": job.get_status_display()}}) from None
+                raise _ended(job) from None
     else:
         raise ValidationError({"status": _("Job #%(id)d keeps changing state; reload and retry.") % {"id": job.pk}})
     was_active = job.cluster_id is not None and before in ACTIVE_STATUSES
@@ -121,12 +124,6 @@ def extend_runtime(job: Job, minutes: int, reason: str, actor=None, data: dict |
         note(job, JobEvent.Kind.APPROVAL, reason, actor=actor, data=data)
     job.max_runtime_minutes = minutes
     return before
-
-
-def note(job: Job, kind: str, reason: str, actor=None, data: dict | None = None, at=None) -> JobEvent:
-    """A line on the job's timeline that changes no status (an approval, an idle warning, a hold)."""
-    return JobEvent.objects.create(job=job, at=at or timezone.now(), kind=kind, from_status=job.status,
-                                   to_status=job.status, reason=reason, actor=actor, data=data or {})
 
 
 def create_reservation(tenant, gpu_model: str, gpus: int, start, end, created_by=None) -> Reservation:

@@ -49,6 +49,12 @@ def create_job(*, status: str, reason: str, actor=None, **fields) -> Job:
     return job
 
 
+def note(job: Job, kind: str, reason: str, actor=None, data: dict | None = None, at=None) -> JobEvent:
+    """A line on the job's timeline that changes no status (an approval, a fault, a repair, a cluster action)."""
+    return JobEvent.objects.create(job=job, at=at or timezone.now(), kind=kind, from_status=job.status,
+                                   to_status=job.status, reason=reason, actor=actor, data=data or {})
+
+
 def transition(job: Job, to_status: str, reason: str, *, actor=None, at=None, data=None, **fields) -> JobEvent:
     """Move ``job`` to ``to_status`` for ``reason``; extra ``fields`` are saved in the same update."""
     return transition_many([job], to_status, {job.pk: reason}, actor=actor, at=at,

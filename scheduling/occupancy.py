@@ -7,6 +7,7 @@ from django.utils.translation import gettext as _
 
 from fleet.models import Node
 
+from . import lifecycle
 from .models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobEvent
 from .tasks import request_scheduling_pass
 
@@ -38,11 +39,8 @@ def mark_jobs_hit_by_fault(sender, category: str, reason: str, node: Node, gpu_i
     for job in jobs:
         fault = {"category": category, "node": node.name, "gpu_id": gpu_id, "message": reason,
                  "evidence": evidence, "at": at.isoformat()}
-        JobEvent.objects.create(job=job, at=at, kind=JobEvent.Kind.FAULT, from_status=job.status,
-                                to_status=job.status, data=fault,
-                                reason=_("%(category)s on %(node)s: %(reason)s") % {
-                                    "category": FailureCategory(category).label, "node": node.name,
-                                    "reason": reason})
+        lifecycle.note(job, JobEvent.Kind.FAULT, _("%(category)s on %(node)s: %(reason)s") % {
+            "category": FailureCategory(category).label, "node": node.name, "reason": reason}, data=fault, at=at)
         Job.objects.filter(pk=job.pk).update(executor_state={**job.executor_state, "fault": fault})
     return len(jobs)
 

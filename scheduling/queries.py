@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from fleet.models import Cluster
 from tenants.models import Quota
-from tenants.quotas import effective_quotas
+from tenants.quotas import effective_quotas, quota_gpus
 
 from .engine.passes import decayed_usage, tenant_shares
 from .models import Job, JobQueueState, JobStatus
@@ -56,7 +56,7 @@ def quota_usage(user) -> list[QuotaUse]:
     queued: dict[tuple[str, str], int] = {}
     for job in jobs.filter(status=JobStatus.QUEUED).values("tenant__name", "gpu_model", "gpus_per_node", "node_count"):
         key = (job["tenant__name"], job["gpu_model"])
-        queued[key] = queued.get(key, 0) + job["gpus_per_node"] * job["node_count"]
+        queued[key] = queued.get(key, 0) + quota_gpus(job["gpus_per_node"], job["node_count"])
     return [QuotaUse(q.tenant, q.gpu_model, q.guaranteed, q.effective_limit, used.get((q.tenant, q.gpu_model), 0),
                      queued.get((q.tenant, q.gpu_model), 0), q.burst)
             for q in effective_quotas(Quota.objects.visible_to(user))]

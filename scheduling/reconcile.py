@@ -31,10 +31,10 @@ from fleet.models import Cluster, ExecutorKind
 from gpuportal import telemetry
 
 from . import lifecycle
-from .dispatch import dispatch_many
+from .dispatch import dispatch_many, fail_dispatch
 from .executors import KubernetesExecutor
 from .executors.kubernetes import manifests
-from .models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobEvent, JobStatus
+from .models import ACTIVE_STATUSES, Job, JobAllocation, JobEvent, JobStatus
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,7 @@ class ReconcileReport:
 
 
 def _note(job: Job, reason: str, data: dict, at: datetime) -> None:
-    JobEvent.objects.create(job=job, at=at, kind=JobEvent.Kind.RECONCILE, from_status=job.status,
-                            to_status=job.status, reason=reason, data=data)
+    lifecycle.note(job, JobEvent.Kind.RECONCILE, reason, data=data, at=at)
 
 
 def release_orphan_allocations(now: datetime, report: ReconcileReport) -> None:
@@ -121,13 +120,9 @@ def recreate_missing_objects(cluster: Cluster, executor: KubernetesExecutor, now
         _note(job, reason, {"repair": "recreated"}, now)
         report.repairs.append(Repair("recreated", job.pk, reason, cluster.name))
         try:
-            executor.prepare([job])
-            executor.dispatch(job)
+            executor.dispatch(job)  # the tenant's and the task type's objects too, as on the first dispatch
         except Exception as exc:  # the cluster refuses them again: the job fails with the cluster's words
-            message = _("Dispatch failed: the cluster %(c)s refused the job's objects again: %(error)s") % {
-                "c": cluster.name, "error": exc}
-            lifecycle.transition_many([job], JobStatus.FAILED, {job.pk: message}, skip_moved=True,
-                                      failure_category=FailureCategory.DISPATCH, failure_message=message)
+            fail_dispatch(job, exc)
 
 
 def delete_orphan_objects(cluster: Cluster, executor: KubernetesExecutor, now: datetime,

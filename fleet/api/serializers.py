@@ -8,9 +8,6 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 from rest_framework import serializers
 
-#: Never an agent: link-local addresses include the cloud metadata service (169.254.169.254).
-LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
-
 
 class GPUSerializer(serializers.Serializer):
     index = serializers.IntegerField()
@@ -59,6 +56,13 @@ def _addresses(host: str) -> list:
     return [getattr(a, "ipv4_mapped", None) or a for a in found]
 
 
+def _shape_problem(parts) -> str:
+    """What is wrong with the URL's form itself ("" when nothing)."""
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        return _("The agent URL must be http(s)://host[:port] without user or password.")
+    return ""
+
+
 def agent_url_problem(url: str) -> str:
     """Why the portal must not poll ``url`` ("" when it may).
 
@@ -66,15 +70,15 @@ def agent_url_problem(url: str) -> str:
     the configured agent networks: never link-local (cloud metadata), never loopback unless a configured
     network is itself loopback, and, for a host name, every address it resolves to. Nothing is contacted."""
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
-        return _("The agent URL must be http(s)://host[:port] without user or password.")
+    if problem := _shape_problem(parts):
+        return problem
     addresses = _addresses(parts.hostname)
     if not addresses:
         return _("The host %(host)s of the agent URL does not resolve.") % {"host": parts.hostname}
     networks = agent_networks()
     loopback_allowed = any(n.is_loopback for n in networks)
     for address in addresses:
-        if any(address in n for n in LINK_LOCAL if n.version == address.version) or address.is_link_local:
+        if address.is_link_local:  # 169.254.0.0/16 and fe80::/10: the cloud metadata service lives there
             return _("Agent URLs may not point to link-local addresses such as %(address)s "
                      "(169.254.0.0/16, fe80::/10: cloud metadata).") % {"address": address}
         if address.is_loopback and not loopback_allowed:
@@ -104,7 +108,6 @@ class AgentRegistrationSerializer(serializers.Serializer):
             parts.port  # noqa: B018 - raises ValueError for a port out of range
         except ValueError as exc:
             raise serializers.ValidationError(_("Not a valid URL: %(error)s") % {"error": exc}) from exc
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
-            raise serializers.ValidationError(_("The agent URL must be http(s)://host[:port] without user or "
-                                                "password."))
+        if problem := _shape_problem(parts):
+            raise serializers.ValidationError(problem)
         return value

@@ -15,14 +15,13 @@ import threading
 
 import urllib3
 from django.conf import settings
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tenants.quotas import tenant_gpu_limit
 
-from ... import job_tokens
+from ... import job_tokens, lifecycle
 from ...models import JobEvent
 from ..base import Executor, ExecutorUpdate
 from . import manifests
@@ -134,11 +133,11 @@ class KubernetesExecutor(Executor):
         if not namespace or not name:
             return
         deleted = self.delete_objects(namespace, name)
-        JobEvent.objects.create(
-            job=job, at=timezone.now(), kind=JobEvent.Kind.EXECUTOR, from_status=job.status, to_status=job.status,
-            reason=((_("Deleted Kubernetes Job %(ns)s/%(name)s (foreground propagation).") if deleted
-                     else _("Kubernetes Job %(ns)s/%(name)s was already gone.")) % {"ns": namespace, "name": name}
-                    + f" {reason}").strip(),
+        lifecycle.note(
+            job, JobEvent.Kind.EXECUTOR,
+            ((_("Deleted Kubernetes Job %(ns)s/%(name)s (foreground propagation).") if deleted
+              else _("Kubernetes Job %(ns)s/%(name)s was already gone.")) % {"ns": namespace, "name": name}
+             + f" {reason}").strip(),
             data={"namespace": namespace, "object": name, "propagation": "Foreground"})
 
     def delete_objects(self, namespace: str, name: str) -> bool:

@@ -10,6 +10,14 @@ from __future__ import annotations
 from django.db import connection
 
 
+def database_url() -> str:
+    """This process's PostgreSQL database as a ``DATABASE_URL`` (trust authentication, no password): for the
+    processes a benchmark or a test starts on the same database (gunicorn, Celery workers and beat)."""
+    db = connection.settings_dict
+    return (f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
+            f"{db['NAME']}")
+
+
 def _rows(objects, columns):
     return ([c.get_db_prep_save(getattr(obj, c.attname), connection) for c in columns] for obj in objects)
 

@@ -20,12 +20,12 @@ from datetime import datetime, timedelta
 import redis
 from celery import Celery
 from django.conf import settings
-from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
 from audit.log import verify
 from fleet.models import ExecutorKind
+from gpuportal.db import database_url
 from scheduling.executors import KubernetesExecutor
 from scheduling.executors.kubernetes.sync import resync_all
 from scheduling.lifecycle import ALLOWED_TRANSITIONS
@@ -151,16 +151,20 @@ def found(result: dict) -> str:
 
 # --- a real Celery worker -----------------------------------------------------------------------------------
 
+def celery_env(extra: dict | None = None) -> dict:
+    """The environment of a Celery process (worker or beat) on this test's database and ``REDIS_URL``."""
+    return {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings", "CELERY_BROKER_URL": REDIS_URL,
+            "CELERY_RESULT_BACKEND": REDIS_URL, "CELERY_TASK_ALWAYS_EAGER": "0", "DATABASE_URL": database_url(),
+            **(extra or {})}
+
+
 class Worker:
     """``celery -A gpuportal worker --pool=solo`` on this test's database and ``REDIS_URL``, with a short
     visibility timeout (tests/faults/worker_settings.py) so that Redis hands an unacknowledged message to
     another worker within seconds of its worker's death."""
 
     def __init__(self, name: str, extra_env: dict | None = None):
-        db = connection.settings_dict
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings", "CELERY_BROKER_URL": REDIS_URL,
-               "CELERY_RESULT_BACKEND": REDIS_URL, "CELERY_TASK_ALWAYS_EAGER": "0",
-               "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}", **(extra_env or {})}
+        env = celery_env(extra_env)
         self.name = name
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "gpuportal", "worker", "--pool=solo", "--without-gossip",

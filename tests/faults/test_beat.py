@@ -1,19 +1,17 @@
 """A real beat brings the work back after the broker was down: jobs submitted while no message could leave are
 scheduled and dispatched by the next beat ticks, run by a real worker, without anyone calling a task."""
 
-import os
 import subprocess
 import sys
 import time
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload
 
-from .faultlib import REDIS_URL, Worker, check_invariants, found, record
+from .faultlib import Worker, celery_env, check_invariants, found, record
 from .test_broker_down import broker_down
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
@@ -21,14 +19,10 @@ pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 def start_beat(tmp_path) -> subprocess.Popen:
     """``celery -A gpuportal beat`` on this test's database and broker, with the pass every second."""
-    db = connection.settings_dict
-    env = {"DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings", "CELERY_BROKER_URL": REDIS_URL,
-           "CELERY_TASK_ALWAYS_EAGER": "0", "GPUPORTAL_PASS_INTERVAL": "1", "GPUPORTAL_SYNC_INTERVAL": "1",
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+    env = celery_env({"GPUPORTAL_PASS_INTERVAL": "1", "GPUPORTAL_SYNC_INTERVAL": "1"})
     return subprocess.Popen([sys.executable, "-m", "celery", "-A", "gpuportal", "beat", "-l", "WARNING",
-                             "-s", str(tmp_path / "beat-schedule")], cwd=settings.BASE_DIR,
-                            env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                             "-s", str(tmp_path / "beat-schedule")], cwd=settings.BASE_DIR, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def test_the_next_beat_ticks_schedule_what_the_broker_could_not_take(api, users, tmp_path):

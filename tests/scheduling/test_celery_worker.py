@@ -10,8 +10,8 @@ import pytest
 import redis
 from celery import Celery
 from django.conf import settings
-from django.db import connection
 
+from gpuportal.db import database_url
 from scheduling import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload
@@ -24,10 +24,8 @@ def worker():
     """`celery -A gpuportal worker` against this test's database and Redis database 15."""
     broker = settings.TEST_REDIS_URL
     redis.Redis.from_url(broker).flushdb()
-    db = connection.settings_dict
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gpuportal.settings", "CELERY_BROKER_URL": broker,
-           "CELERY_RESULT_BACKEND": broker, "CELERY_TASK_ALWAYS_EAGER": "0",
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+           "CELERY_RESULT_BACKEND": broker, "CELERY_TASK_ALWAYS_EAGER": "0", "DATABASE_URL": database_url()}
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "gpuportal", "worker", "--pool=solo", "--without-gossip",
          "--without-mingle", "--without-heartbeat", "-l", "INFO", "-n", "test-worker@%h"],

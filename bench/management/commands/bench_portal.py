@@ -33,6 +33,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from fleet.models import GPU, Cluster, Node
+from gpuportal.db import database_url
 from scheduling import lifecycle
 from scheduling.models import Job, JobStatus, TaskType
 from tenants.models import Membership, Project, Quota, Role, Tenant
@@ -228,8 +229,7 @@ class Command(BaseCommand):
         return Job.objects.filter(tenant=tenant).order_by("-pk").values_list("pk", flat=True).first()
 
     def _start(self, web_workers: int) -> tuple[str, list[subprocess.Popen]]:
-        db = connection.settings_dict
-        if db["ENGINE"] != "django.db.backends.postgresql":
+        if connection.vendor != "postgresql":
             raise CommandError("bench_portal starts the production stack, which needs PostgreSQL (DATABASE_URL)")
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -237,8 +237,7 @@ class Command(BaseCommand):
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gpuportal.settings", "GPUPORTAL_ENV": "production",
                "DEBUG": "0",
                "SECRET_KEY": secrets.token_urlsafe(64), "GPUPORTAL_AUDIT_KEY": secrets.token_urlsafe(48),
-               "DATABASE_URL": f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:"
-                               f"{db['PORT'] or 5432}/{db['NAME']}",
+               "DATABASE_URL": database_url(),
                "CELERY_BROKER_URL": os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/14"),
                "ALLOWED_HOSTS": "127.0.0.1", "HTTPS": "0", "GPUPORTAL_ALLOW_HTTP": "1",
                "GPUPORTAL_API_THROTTLE_USER": "1000000/min", "GPUPORTAL_LOGIN_FAILURE_LIMIT": "1000",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from django.utils import timezone
 
 from scheduling import engine
+from scheduling.queries import size_text
 from scheduling.snapshots import load_snapshots
 
 #: A waiting job is "delayed" when its estimated start moves later by more than this (seconds).
@@ -68,15 +69,12 @@ def with_runtime(job_id: int, max_runtime_seconds: float) -> Change:
 
 
 def _size(job) -> str:
-    """``nodes x GPUs per node [x share] model``, as the queue page shows other tenants' jobs."""
+    """The job's size as the queue page shows other tenants' jobs (``scheduling.queries.size_text``)."""
     if isinstance(job, engine.WaitingJob):
-        nodes, per_node, milli = job.nodes, job.gpus_per_node, job.gpu_milli
-    else:
-        nodes = len(job.placements)
-        per_node = len(job.placements[0].gpu_indices) if job.placements else 0
-        milli = job.placements[0].gpu_milli if job.placements else engine.WHOLE
-    share = f" x {milli / engine.WHOLE:g}" if milli < engine.WHOLE else ""
-    return f"{nodes} x {per_node:g}{share} {job.gpu_model}"
+        return size_text(job.nodes, job.gpus_per_node, job.gpu_milli, job.gpu_model)
+    first = job.placements[0] if job.placements else None
+    return size_text(len(job.placements), len(first.gpu_indices) if first else 0,
+                     first.gpu_milli if first else engine.WHOLE, job.gpu_model)
 
 
 class _Describe:

@@ -62,9 +62,10 @@ def quota_usage(user) -> list[QuotaUse]:
             for q in effective_quotas(Quota.objects.visible_to(user))]
 
 
-def _size(job: Job) -> str:
-    share = f" x {job.gpu_share:g}" if job.gpu_milli < 1000 else ""
-    return f"{job.node_count} x {job.gpus_per_node:g}{share} {job.gpu_model}"
+def size_text(nodes: int, gpus_per_node: int, gpu_milli: int, gpu_model: str) -> str:
+    """``nodes x GPUs per node [x share] model``: how the queue shows a job, also other tenants' jobs."""
+    share = f" x {gpu_milli / 1000:g}" if gpu_milli < 1000 else ""
+    return f"{nodes} x {gpus_per_node:g}{share} {gpu_model}"
 
 
 def cluster_queue(user, cluster_name: str | None = None) -> list[dict]:
@@ -81,7 +82,8 @@ def cluster_queue(user, cluster_name: str | None = None) -> list[dict]:
             continue
         mine = job.pk in visible
         rows.append({"position": state.queue_position, "tenant": job.tenant.name, "job": job if mine else None,
-                     "id": job.pk if mine else None, "size": _size(job), "task_type": job.task_type.code,
+                     "id": job.pk if mine else None, "task_type": job.task_type.code,
+                     "size": size_text(job.node_count, job.gpus_per_node, job.gpu_milli, job.gpu_model),
                      "priority": job.priority, "reason": state.wait_reason,
                      "message": job.wait_reason_message if mine else "", "estimated_start": state.estimated_start})
     return rows

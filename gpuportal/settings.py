@@ -97,7 +97,11 @@ WSGI_APPLICATION = "gpuportal.wsgi.application"
 
 # Database: DATABASE_URL (postgres://…) or the embedded SQLite file.
 _SQLITE_PATH = BASE_DIR / "var" / "gpuportal.sqlite3"
-DATABASES = {"default": dj_database_url.parse(_env("DATABASE_URL", f"sqlite:///{_SQLITE_PATH}"), conn_max_age=0)}
+# Connections are kept between requests (GPUPORTAL_DB_CONN_MAX_AGE seconds, checked before reuse): opening
+# a PostgreSQL connection per request cost more CPU than the job list itself (bench_portal, issue 12).
+DATABASES = {"default": dj_database_url.parse(_env("DATABASE_URL", f"sqlite:///{_SQLITE_PATH}"),
+                                              conn_max_age=int(_env("GPUPORTAL_DB_CONN_MAX_AGE", "60")),
+                                              conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # The demo runs the web server and the scheduler loop as two processes on one file: WAL lets readers
     # and a writer proceed together, IMMEDIATE transactions and a timeout turn lock clashes into waits.

@@ -87,12 +87,37 @@ class FailureCategory(models.TextChoices):
 INFRASTRUCTURE_FAILURES = (FailureCategory.NODE_FAULT, FailureCategory.GPU_FAULT, FailureCategory.COMMUNICATION)
 
 
+def _label(choices: type[models.TextChoices], value: str) -> str:
+    """The translated label of ``value`` (the value itself when unknown, as Django's get_FOO_display)."""
+    try:
+        return str(choices(value).label)
+    except ValueError:
+        return value or ""
+
+
+#: Columns no job list or job page reads, left out of ``for_listing`` (each timestamp costs a parse per row).
+_NOT_LISTED = ("created", "last_updated", "tenant__created", "tenant__last_updated", "project__created",
+               "project__last_updated", "task_type__created", "task_type__last_updated", "owner__password",
+               "owner__last_login", "owner__date_joined", "owner__first_name", "owner__last_name", "owner__email")
+
+
 class JobQuerySet(TenantScopedQuerySet):
     def waiting(self):
         return self.filter(status__in=WAITING_STATUSES)
 
     def active(self):
         return self.filter(status__in=ACTIVE_STATUSES)
+
+    def for_listing(self):
+        """Jobs with what every list and job page shows: names of their tenant, project, owner and task type,
+        their queue state, and the GPUs they hold now (``Job.held_gpus``) — in two queries whatever the rows.
+
+        Released allocations are history (metering keeps them); the placement shown is only what is held."""
+        held = models.Prefetch(
+            "allocations", to_attr="current_allocations",
+            queryset=JobAllocation.objects.filter(released_at__isnull=True).select_related("gpu__node"))
+        return (self.select_related("tenant", "project", "owner", "task_type", "queue_state")
+                .defer(*_NOT_LISTED).prefetch_related(held))
 
 
 class Topology(models.TextChoices):
@@ -163,6 +188,13 @@ class Job(TimeStampedModel):
     def __str__(self):
         return f"#{self.pk} {self.name}"
 
+    def held_gpus(self) -> list[GPU]:
+        """The GPUs this job holds now, by node name and index (from ``for_listing``'s prefetch when loaded)."""
+        allocations = getattr(self, "current_allocations", None)
+        if allocations is None:
+            allocations = self.allocations.filter(released_at__isnull=True).select_related("gpu__node")
+        return sorted((a.gpu for a in allocations), key=lambda gpu: (gpu.node.name, gpu.index))
+
     @property
     def total_gpus(self) -> float:
         total = self.gpus_per_node * self.node_count * self.gpu_milli / 1000
@@ -213,6 +245,14 @@ class Job(TimeStampedModel):
     def estimated_start(self):
         state = self._queue_state()
         return state.estimated_start if state else None
+
+    # Django's generated get_FOO_display() rebuilds a hashable copy of the choices on every call; these are
+    # drawn on every row of every job list, so they look the label up in the enumeration instead.
+    def get_status_display(self) -> str:
+        return _label(JobStatus, self.status)
+
+    def get_failure_category_display(self) -> str:
+        return _label(FailureCategory, self.failure_category)
 
     def get_wait_reason_display(self) -> str:
         return str(WaitReason(self.wait_reason).label) if self.wait_reason else ""

@@ -21,7 +21,7 @@ from .progress import estimated_finish
 
 
 def _jobs(user):
-    return Job.objects.visible_to(user).select_related("tenant", "project", "owner", "task_type", "queue_state")
+    return Job.objects.visible_to(user).for_listing()
 
 
 @login_required
@@ -49,12 +49,11 @@ def job_list(request):
 
 @login_required
 def job_detail(request, pk):
-    job = get_object_or_404(_jobs(request.user).prefetch_related("events__actor", "allocations__gpu__node"), pk=pk)
+    job = get_object_or_404(_jobs(request.user).prefetch_related("events__actor"), pk=pk)
     per_node: dict = {}
-    allocations = list(job.allocations.all())
-    series = gpu_series(a.gpu_id for a in allocations) if not job.is_terminal else {}
-    for allocation in allocations:
-        gpu = allocation.gpu
+    gpus = job.held_gpus()
+    series = gpu_series(gpu.pk for gpu in gpus) if not job.is_terminal else {}
+    for gpu in gpus:
         latest = series.get(gpu.pk, {}).get("latest")
         gpu.latest_util = latest.utilization_pct if latest else None
         per_node.setdefault(gpu.node, []).append(gpu)

@@ -1,6 +1,8 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from gpuportal.serializers import CompiledRepresentationMixin
+
 from ..models import Job, JobEvent, TaskType
 from ..submission import SUBMIT_FIELDS, SubmitField
 
@@ -31,7 +33,7 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["at", "kind", "from_status", "to_status", "reason", "actor", "data"]
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
     """A job as every client sees it; `nodes` is the node count."""
 
     tenant = serializers.CharField(source="tenant.name", read_only=True)
@@ -85,9 +87,9 @@ class JobSerializer(serializers.ModelSerializer):
     @extend_schema_field(PlacementSerializer(many=True))
     def get_placement(self, job):
         per_node: dict[str, list[int]] = {}
-        for allocation in job.allocations.all():
-            per_node.setdefault(allocation.gpu.node.name, []).append(allocation.gpu.index)
-        return [{"node": node, "gpus": sorted(gpus)} for node, gpus in sorted(per_node.items())]
+        for gpu in job.held_gpus():
+            per_node.setdefault(gpu.node.name, []).append(gpu.index)
+        return [{"node": node, "gpus": gpus} for node, gpus in per_node.items()]
 
 
 class JobDetailSerializer(JobSerializer):

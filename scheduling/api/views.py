@@ -25,9 +25,7 @@ from .serializers import (
 
 
 def job_queryset(user):
-    return (Job.objects.visible_to(user)
-            .select_related("tenant", "project", "owner", "task_type", "queue_state")
-            .prefetch_related("allocations__gpu__node"))
+    return Job.objects.visible_to(user).for_listing()
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -1,0 +1,58 @@
+"""The compiled representation (gpuportal/serializers.py) gives exactly what DRF's own path gives."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework import serializers
+
+from fleet.models import GPU
+from scheduling.api.serializers import JobSerializer
+from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus
+from tests.conftest import job_payload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _jobs_of_every_kind(client) -> dict[str, int]:
+    running = client.post("/api/jobs/", job_payload(command="sim:minutes=999"), format="json").json()["id"]
+    client.post("/api/jobs/", job_payload(gpus_per_node=8, command="sim:minutes=999"), format="json")
+    queued = client.post("/api/jobs/", job_payload(gpus_per_node=8), format="json").json()["id"]
+    failed = client.post("/api/jobs/", job_payload(name="broken", command="sim:minutes=999"), format="json").json()["id"]
+    Job.objects.filter(pk=failed).update(
+        status=JobStatus.FAILED, failure_category=FailureCategory.OUT_OF_MEMORY, failure_message="out of memory", exit_code=137,
+        executor_state={"diagnosis": {"advice": "Use a smaller batch.", "node": "n1",
+                                      "evidence": {"log_tail": ["CUDA out of memory"]}}})
+    # An earlier attempt's GPU, released: history, not placement.
+    job = Job.objects.get(pk=running)
+    earlier = GPU.objects.exclude(allocations__job=job).order_by("pk").first()
+    now = timezone.now()
+    JobAllocation.objects.create(job=job, gpu=earlier, allocated_at=now - timedelta(hours=1), released_at=now)
+    return {"running": running, "queued": queued, "failed": failed}
+
+
+def test_same_output_as_drf_for_every_kind_of_job(api):
+    ids = _jobs_of_every_kind(api("alice"))
+    jobs = list(Job.objects.for_listing().order_by("pk"))
+    assert {job.status for job in jobs} >= {JobStatus.QUEUED, JobStatus.FAILED}
+    serializer = JobSerializer(jobs, many=True)
+    compiled = serializer.data
+    drf = [serializers.ModelSerializer.to_representation(serializer.child, job) for job in jobs]
+    assert compiled == drf
+    by_id = {row["id"]: row for row in compiled}
+    assert by_id[ids["queued"]]["wait_reason"]["code"] == "quota_exhausted"
+    assert by_id[ids["failed"]]["failure"]["evidence"] == {"log_tail": ["CUDA out of memory"]}
+
+
+def test_placement_lists_each_held_gpu_once_and_no_released_one(api):
+    client = api("alice")
+    ids = _jobs_of_every_kind(client)
+    body = client.get(f"/api/jobs/{ids['running']}/").json()
+    held = JobAllocation.objects.filter(job_id=ids["running"], released_at__isnull=True).select_related("gpu__node")
+    expected: dict[str, list[int]] = {}
+    for allocation in held:
+        expected.setdefault(allocation.gpu.node.name, []).append(allocation.gpu.index)
+    assert body["placement"] == [{"node": node, "gpus": sorted(gpus)} for node, gpus in sorted(expected.items())]
+    assert sum(len(p["gpus"]) for p in body["placement"]) == 4
+    listed = {row["id"]: row for row in client.get("/api/jobs/").json()["results"]}
+    assert listed[ids["running"]]["placement"] == body["placement"]

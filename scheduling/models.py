@@ -109,15 +109,18 @@ class JobQuerySet(TenantScopedQuerySet):
         return self.filter(status__in=ACTIVE_STATUSES)
 
     def for_listing(self):
-        """Jobs with what every list and job page shows: names of their tenant, project, owner and task type,
-        their queue state, and the GPUs they hold now (``Job.held_gpus``) — in two queries whatever the rows.
+        """Jobs with what every job list shows (names of their tenant, project, owner and task type, their
+        queue state) in one query whatever the rows."""
+        return self.select_related("tenant", "project", "owner", "task_type", "queue_state").defer(*_NOT_LISTED)
+
+    def with_placement(self):
+        """And the GPUs each holds now (``Job.held_gpus``), in one more query.
 
         Released allocations are history (metering keeps them); the placement shown is only what is held."""
         held = models.Prefetch(
             "allocations", to_attr="current_allocations",
             queryset=JobAllocation.objects.filter(released_at__isnull=True).select_related("gpu__node"))
-        return (self.select_related("tenant", "project", "owner", "task_type", "queue_state")
-                .defer(*_NOT_LISTED).prefetch_related(held))
+        return self.prefetch_related(held)
 
 
 class Topology(models.TextChoices):
@@ -189,7 +192,7 @@ class Job(TimeStampedModel):
         return f"#{self.pk} {self.name}"
 
     def held_gpus(self) -> list[GPU]:
-        """The GPUs this job holds now, by node name and index (from ``for_listing``'s prefetch when loaded)."""
+        """The GPUs this job holds now, by node name and index (from ``with_placement``'s prefetch when loaded)."""
         allocations = getattr(self, "current_allocations", None)
         if allocations is None:
             allocations = self.allocations.filter(released_at__isnull=True).select_related("gpu__node")

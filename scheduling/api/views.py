@@ -25,7 +25,7 @@ from .serializers import (
 
 
 def job_queryset(user):
-    return Job.objects.visible_to(user).for_listing()
+    return Job.objects.visible_to(user).for_listing().with_placement()
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -18,9 +18,10 @@ def _jobs_of_every_kind(client) -> dict[str, int]:
     running = client.post("/api/jobs/", job_payload(command="sim:minutes=999"), format="json").json()["id"]
     client.post("/api/jobs/", job_payload(gpus_per_node=8, command="sim:minutes=999"), format="json")
     queued = client.post("/api/jobs/", job_payload(gpus_per_node=8), format="json").json()["id"]
-    failed = client.post("/api/jobs/", job_payload(name="broken", command="sim:minutes=999"), format="json").json()["id"]
+    failed = client.post("/api/jobs/", job_payload(name="broken"), format="json").json()["id"]
     Job.objects.filter(pk=failed).update(
-        status=JobStatus.FAILED, failure_category=FailureCategory.OUT_OF_MEMORY, failure_message="out of memory", exit_code=137,
+        status=JobStatus.FAILED, failure_category=FailureCategory.OUT_OF_MEMORY, failure_message="out of memory",
+        exit_code=137,
         executor_state={"diagnosis": {"advice": "Use a smaller batch.", "node": "n1",
                                       "evidence": {"log_tail": ["CUDA out of memory"]}}})
     # An earlier attempt's GPU, released: history, not placement.
@@ -33,7 +34,7 @@ def _jobs_of_every_kind(client) -> dict[str, int]:
 
 def test_same_output_as_drf_for_every_kind_of_job(api):
     ids = _jobs_of_every_kind(api("alice"))
-    jobs = list(Job.objects.for_listing().order_by("pk"))
+    jobs = list(Job.objects.for_listing().with_placement().order_by("pk"))
     assert {job.status for job in jobs} >= {JobStatus.QUEUED, JobStatus.FAILED}
     serializer = JobSerializer(jobs, many=True)
     compiled = serializer.data

@@ -8,7 +8,23 @@ provider (the fleet alone), nothing is held.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """What one of the reader's tenants holds of a GPU model and may hold, and what other tenants'
+    reservations keep from it now (``reserved_by``: the tenant whose reservation ends last, and when)."""
+
+    tenant: str
+    gpu_model: str
+    used: int
+    guaranteed: int
+    limit: int
+    reserved_for_others: int = 0
+    reserved_by: str = ""
+    reserved_until: float = 0.0
 
 
 class Occupancy(Protocol):
@@ -18,6 +34,9 @@ class Occupancy(Protocol):
     def holders(self, user, gpu_ids) -> dict[int, dict]:
         """GPU id -> {"job": the job or None when ``user`` may not see it, "hidden": bool}."""
 
+    def headroom(self, user) -> list[Headroom]:
+        """For each quota of ``user``'s tenants: what is held, the guarantee, the limit, others' reservations."""
+
 
 class _NothingHeld:
     def held_gpus(self) -> dict[int, set[int]]:
@@ -25,6 +44,9 @@ class _NothingHeld:
 
     def holders(self, user, gpu_ids) -> dict[int, dict]:
         return {}
+
+    def headroom(self, user) -> list[Headroom]:
+        return []
 
 
 _provider: Occupancy = _NothingHeld()
@@ -45,3 +67,7 @@ def held_gpu_count(node_id: int) -> int:
 
 def holders(user, gpu_ids) -> dict[int, dict]:
     return _provider.holders(user, list(gpu_ids))
+
+
+def headroom(user) -> list[Headroom]:
+    return _provider.headroom(user)

@@ -1,8 +1,13 @@
-"""Read-side questions about the fleet: what can run now, per GPU model (the "what can I run" page)."""
+"""Read-side questions about the fleet: what can run now, per GPU model, and what the reader's tenants can
+start of it (the "what can I run" page)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from django.db import models
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from . import occupancy
 from .models import AdminState, Health, Node
@@ -68,3 +73,77 @@ def capacity_summary(with_nodes: bool = False) -> list[ModelCapacity]:
         elif key[1] == "cluster":
             row.largest_in_cluster = max(row.largest_in_cluster, best)
     return [summary[k] for k in sorted(summary)]
+
+
+class Binds(models.TextChoices):
+    """What keeps a tenant from starting more of a GPU model right now."""
+
+    QUOTA = "quota", gettext_lazy("the tenant's limit")
+    CLUSTER = "cluster", gettext_lazy("free GPUs in the cluster")
+    RESERVATION = "reservation", gettext_lazy("another tenant's reservation")
+
+
+@dataclass
+class RunnableNow:
+    """What one of the reader's tenants can start of one GPU model now, and which limit binds."""
+
+    tenant: str
+    gpu_model: str
+    free: int  # healthy GPUs on schedulable nodes that nothing holds
+    reserved_for_others: int
+    reserved_by: str
+    used: int
+    guaranteed: int
+    limit: int
+    largest_on_node: int
+
+    @property
+    def quota_left(self) -> int:
+        return max(0, self.limit - self.used)
+
+    @property
+    def free_for_tenant(self) -> int:
+        return max(0, self.free - self.reserved_for_others)
+
+    @property
+    def can_start(self) -> int:
+        return min(self.free_for_tenant, self.quota_left)
+
+    @property
+    def within_guarantee(self) -> int:
+        """Of ``can_start``, what the guarantee covers: the rest is borrowed and may be preempted."""
+        return min(self.can_start, max(0, self.guaranteed - self.used))
+
+    @property
+    def largest_single_node_job(self) -> int:
+        return min(self.largest_on_node, self.can_start)
+
+    @property
+    def binds(self) -> Binds:
+        if self.quota_left <= self.free_for_tenant:
+            return Binds.QUOTA
+        return Binds.RESERVATION if self.reserved_for_others and self.free > self.free_for_tenant else Binds.CLUSTER
+
+    @property
+    def explanation(self) -> str:
+        numbers = {"tenant": self.tenant, "model": self.gpu_model, "used": self.used, "limit": self.limit,
+                   "free": self.free, "reserved": self.reserved_for_others, "holder": self.reserved_by}
+        if self.binds == Binds.QUOTA:
+            return _("%(tenant)s holds %(used)d of its %(limit)d %(model)s GPUs.") % numbers
+        if self.binds == Binds.RESERVATION:
+            return _("%(free)d %(model)s GPUs are free, but %(reserved)d of them are reserved for %(holder)s.") % (
+                numbers)
+        return _("Only %(free)d %(model)s GPUs are free and healthy on schedulable nodes.") % numbers
+
+
+def runnable_now(user) -> list[RunnableNow]:
+    """For each quota of the reader's tenants: free capacity intersected with what the quota still allows
+    and what other tenants' reservations keep (health and cordons are in ``free``)."""
+    capacity = {row.gpu_model: row for row in capacity_summary()}
+    rows = []
+    for room in occupancy.headroom(user):
+        model = capacity.get(room.gpu_model)
+        rows.append(RunnableNow(room.tenant, room.gpu_model, model.free if model else 0, room.reserved_for_others,
+                                room.reserved_by, room.used, room.guaranteed, room.limit,
+                                model.largest_on_node if model else 0))
+    return rows

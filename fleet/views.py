@@ -14,12 +14,13 @@ from tenants import access
 from . import agent_tokens, services
 from .inventory import gpu_rows, inventory_tree, node_series
 from .models import AdminState, Node
-from .queries import capacity_summary
+from .queries import capacity_summary, runnable_now
 
 
 @login_required
 def cluster_overview(request):
-    return render(request, "fleet/cluster.html", {"capacity": capacity_summary(with_nodes=True)})
+    return render(request, "fleet/cluster.html", {"capacity": capacity_summary(with_nodes=True),
+                                                  "runnable": runnable_now(request.user)})
 
 
 @login_required

@@ -3,12 +3,15 @@ fault means for the jobs it hits. Registered in ``SchedulingConfig.ready()``."""
 
 from __future__ import annotations
 
+from django.db.models import Count
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from fleet.models import Node
+from fleet.occupancy import Headroom
 
-from . import lifecycle
-from .models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobEvent
+from . import engine, lifecycle, queries
+from .models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobEvent, Reservation
 from .tasks import request_scheduling_pass
 
 
@@ -22,6 +25,23 @@ class JobOccupancy:
         for node_id, index in _active_allocations().values_list("gpu__node_id", "gpu__index"):
             held.setdefault(node_id, set()).add(index)
         return held
+
+    def headroom(self, user) -> list[Headroom]:
+        """The reader's quotas with what other tenants' reservations in force keep now, counted as the pass
+        counts them (``engine.reserved_for_others``); every tenant's use counts, not only the reader's."""
+        now = timezone.now()
+        reservations = [engine.Reservation(r.pk, r.tenant.name, r.gpu_model, r.gpus, r.start.timestamp(),
+                                           r.end.timestamp())
+                        for r in Reservation.objects.filter(start__lte=now, end__gt=now).select_related("tenant")]
+        usage = {(row["job__tenant__name"], row["job__gpu_model"]): row["gpus"] for row in _active_allocations()
+                 .values("job__tenant__name", "job__gpu_model").annotate(gpus=Count("id"))}
+        rows = []
+        for quota in queries.quota_usage(user):
+            held, holder, until = engine.reserved_for_others(reservations, usage, quota.tenant, quota.gpu_model,
+                                                             now.timestamp(), now.timestamp())
+            rows.append(Headroom(quota.tenant, quota.gpu_model, quota.used, quota.guaranteed, quota.limit, held,
+                                 holder, until))
+        return rows
 
     def holders(self, user, gpu_ids) -> dict[int, dict]:
         rows = list(_active_allocations().filter(gpu_id__in=list(gpu_ids)).values_list("gpu_id", "job_id"))

@@ -10,10 +10,12 @@ fleet (how many GPUs a node of a model has) come from the GPU-model catalogue at
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -21,7 +23,8 @@ from django.utils.translation import gettext_lazy
 from fleet.catalogue import GpuModelCapacity, gpu_model_catalogue
 from gpuportal.validation import whole_number
 from tenants import access
-from tenants.models import Project, Tenant
+from tenants.models import Project, Quota, Tenant
+from tenants.quotas import effective_quotas, quota_gpus
 
 from . import lifecycle
 from .models import Job, JobStatus, TaskType, Topology
@@ -268,6 +271,35 @@ def _host_resources(data: dict, errors: dict, clean: dict, capacity: GpuModelCap
             clean[name] = round(value * scale)
 
 
+def _ask_for_quota(tenant: Tenant, model: str) -> str:
+    """Where to ask for (more) quota, filled in for this tenant and model."""
+    query = urlencode({"kind": "quota", "tenant": tenant.name, "gpu_model": model})
+    return f"{reverse('governance:request-new')}?{query}"
+
+
+def _within_quota(errors: dict, clean: dict) -> None:
+    """Refuse what could never run: a model the tenant has no quota for, or more GPUs than its limit.
+
+    Such a job would wait forever; the limit is the effective one (bursts active now included)."""
+    project, model = clean["project"], clean["gpu_model"]
+    if project is None or not model or {"gpu_model", "gpus_per_node", "nodes"} & errors.keys():
+        return
+    tenant = project.tenant
+    quota = next(iter(effective_quotas(Quota.objects.filter(tenant=tenant, gpu_model=model))), None)
+    if quota is None or quota.effective_limit == 0:
+        errors["gpu_model"] = _("Tenant %(tenant)s has no quota for %(model)s GPUs, so this job could never "
+                                "start. Ask for quota: %(link)s") % {
+            "tenant": tenant.name, "model": model, "link": _ask_for_quota(tenant, model)}
+        return
+    needed = quota_gpus(clean["gpus_per_node"], clean["node_count"])
+    if needed > quota.effective_limit:
+        errors["nodes" if clean["node_count"] > 1 else "gpus_per_node"] = _(
+            "This job needs %(n)d %(model)s GPUs but tenant %(tenant)s may hold at most %(limit)d, so it could "
+            "never start. Ask for more quota: %(link)s") % {
+            "n": needed, "model": model, "tenant": tenant.name, "limit": quota.effective_limit,
+            "link": _ask_for_quota(tenant, model)}
+
+
 def validate_job_request(user, data: dict) -> dict:
     """Check a submission and return clean values, or raise ValidationError naming each bad field.
 
@@ -278,6 +310,7 @@ def validate_job_request(user, data: dict) -> dict:
     clean["task_type"] = _task_type(data, errors)
     clean["gpu_model"], capacity = _gpu_model(data, errors)
     _size(data, errors, clean, capacity)
+    _within_quota(errors, clean)
     clean["max_runtime_minutes"] = _runtime(data, errors, clean["task_type"])
     _program(data, errors, clean)
     _placement(data, errors, clean)

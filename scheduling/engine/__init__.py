@@ -25,7 +25,7 @@ from .model import (
     WaitDecision,
     WaitingJob,
 )
-from .passes import schedule
+from .passes import reserved_for_others, schedule
 from .policy import Policy
 from .reasons import WaitReason, render_reason
 
@@ -51,5 +51,6 @@ __all__ = [
     "WaitReason",
     "WaitingJob",
     "render_reason",
+    "reserved_for_others",
     "schedule",
 ]

@@ -92,6 +92,27 @@ def tenant_shares(snapshot: Snapshot, usage: dict[str, float]) -> list[TenantSha
                         usage.get(n, 0.0) / total_usage, running[n]) for n in sorted(names)]
 
 
+def reserved_for_others(reservations, usage, tenant: str, model: str, start: float, end: float
+                        ) -> tuple[int, str, float]:
+    """GPUs of ``model`` that other tenants' reservations hold from ``start`` to ``end``: (GPUs, the holder
+    whose reservation ends last, when it ends).
+
+    A reservation already in force holds only what its tenant does not use yet (``usage``: (tenant, model)
+    -> GPUs held); one that starts later holds all of its GPUs. The pass and the "what can I run now" page
+    both count this way."""
+    held, holder, until = 0, "", 0.0
+    for r in reservations:
+        if r.gpu_model != model or r.tenant == tenant or not (r.start < end and r.end > start):
+            continue
+        in_use = usage.get((r.tenant, model), 0.0) if r.start <= start else 0.0
+        amount = max(0, r.gpus - int(in_use))
+        if amount:
+            held += amount
+            if not holder or r.end > until:
+                holder, until = r.tenant, r.end
+    return held, holder, until
+
+
 def _fmt_time(ts: float) -> str:
     return _time.strftime("%Y-%m-%d %H:%M UTC", _time.gmtime(ts))
 
@@ -185,17 +206,8 @@ class _Pass:
 
     def _reserved(self, job: WaitingJob, model: str) -> dict | None:
         """Capacity other tenants' reservations hold during this job's run."""
-        end = self.now + job.runtime_estimate
-        held, holder, until = 0, "", 0.0
-        for r in self.snap.reservations:
-            if r.gpu_model != model or r.tenant == job.tenant or not (r.start < end and r.end > self.now):
-                continue
-            in_use = self.usage[(r.tenant, model)] if r.start <= self.now else 0.0
-            amount = max(0, r.gpus - int(in_use))
-            if amount:
-                held += amount
-                if amount and (not holder or r.end > until):
-                    holder, until = r.tenant, r.end
+        held, holder, until = reserved_for_others(self.snap.reservations, self.usage, job.tenant, model, self.now,
+                                                  self.now + job.runtime_estimate)
         free = self.cap.whole_free(model)
         if held and free - held < job.slots:
             return {"reserved": held, "total_free": free, "holder": holder, "until": _fmt_time(until),

@@ -55,6 +55,7 @@ class Pod:
     qos: str
     start: float | None = None
     first_eta: float | None = None
+    first_range: tuple[float | None, float | None] = (None, None)
     first_seen_waiting: bool = False
     preempted: int = 0
 
@@ -198,6 +199,7 @@ def replay(nodes_csv: str, pods_csv: str, policy: Policy, time_scale: float = 1.
             if not pod.first_seen_waiting:
                 pod.first_seen_waiting = True
                 pod.first_eta = wait.estimated_start
+                pod.first_range = (wait.earliest_start, wait.latest_start)
         capacity = Capacity(nodes)
         for _pod, job in running.values():
             capacity.take(job.placements, job.cpu_milli, job.memory_mib)
@@ -206,8 +208,22 @@ def replay(nodes_csv: str, pods_csv: str, policy: Policy, time_scale: float = 1.
         if not pending and not running and waiting:
             break  # nothing will ever change: what still waits cannot start
     window = max(last_arrival - first_arrival, 1.0)
-    return _metrics(fit, never, policy, engine_seconds, preemptions, allocated_integral / (capacity_gpus * window),
-                    fragmentation_integral / window, len(nodes), capacity_gpus)
+    return {**_metrics(fit, never, policy, engine_seconds, preemptions, allocated_integral / (capacity_gpus * window),
+                       fragmentation_integral / window, len(nodes), capacity_gpus),
+            **eta_range_quality(fit, tolerance=max(pass_interval, 60.0))}
+
+
+def eta_range_quality(pods: list[Pod], tolerance: float) -> dict:
+    """How good the likely start ranges were, judged at the first pass that saw each job wait: the share of
+    jobs that started inside their range (``tolerance`` seconds either side: a start happens at a pass), the
+    median range width, and the share of waiting jobs shown "unknown"."""
+    waited = [p for p in pods if p.start is not None and p.first_seen_waiting and p.start > p.arrival]
+    ranged = [p for p in waited if None not in p.first_range]
+    covered = sum(1 for p in ranged if p.first_range[0] - tolerance <= p.start <= p.first_range[1] + tolerance)
+    widths = sorted(p.first_range[1] - p.first_range[0] for p in ranged)
+    return {"eta_range_coverage": round(covered / len(ranged), 4) if ranged else None,
+            "eta_range_median_width_hours": round(widths[len(widths) // 2] / 3600, 2) if widths else None,
+            "eta_range_unknown_share": round(1 - len(ranged) / len(waited), 4) if waited else None}
 
 
 def _waiting_job(pod: Pod, expected_runtime: float | None) -> WaitingJob:

@@ -4,8 +4,11 @@ A job's ``status`` is written only by :func:`scheduling.lifecycle.transition`, w
 :class:`JobEvent` with the reason for every change.
 """
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
+from django.utils.timezone import localtime
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -249,6 +252,31 @@ class Job(TimeStampedModel):
         state = self._queue_state()
         return state.estimated_start if state else None
 
+    @property
+    def likely_start(self) -> str:
+        """The likely start range in the reader's time zone ("between 14:00 and 17:30"), or why it is unknown."""
+        if not self.is_waiting or not self.wait_reason:
+            return ""  # not waiting, or not seen by a pass yet
+        if self.estimated_start is None:
+            return gettext("unknown while it waits for this reason")
+        early = localtime(self.earliest_start or self.estimated_start)
+        late = localtime(self.latest_start or self.estimated_start)
+        pattern = "%H:%M" if early.date() == late.date() == localtime().date() else "%m-%d %H:%M"
+        if late - early < timedelta(minutes=1):
+            return gettext("at about %(t)s") % {"t": early.strftime(pattern)}
+        return gettext("between %(early)s and %(late)s") % {"early": early.strftime(pattern),
+                                                            "late": late.strftime(pattern)}
+
+    @property
+    def earliest_start(self):
+        state = self._queue_state()
+        return state.earliest_start if state else None
+
+    @property
+    def latest_start(self):
+        state = self._queue_state()
+        return state.latest_start if state else None
+
     # Django's generated get_FOO_display() rebuilds a hashable copy of the choices on every call; these are
     # drawn on every row of every job list, so they look the label up in the enumeration instead.
     def get_status_display(self) -> str:
@@ -281,6 +309,9 @@ class JobQueueState(models.Model):
     queue_position = models.PositiveIntegerField(_("queue position"), null=True, blank=True)
     tenant_queue_position = models.PositiveIntegerField(_("position in tenant"), null=True, blank=True)
     estimated_start = models.DateTimeField(_("estimated start"), null=True, blank=True)
+    # The likely start range (engine: the estimate with shorter and longer runtimes); empty when unknown.
+    earliest_start = models.DateTimeField(_("earliest likely start"), null=True, blank=True)
+    latest_start = models.DateTimeField(_("latest likely start"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("queue state")

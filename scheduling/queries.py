@@ -85,7 +85,9 @@ def cluster_queue(user, cluster_name: str | None = None) -> list[dict]:
                      "id": job.pk if mine else None, "task_type": job.task_type.code,
                      "size": size_text(job.node_count, job.gpus_per_node, job.gpu_milli, job.gpu_model),
                      "priority": job.priority, "reason": state.wait_reason,
-                     "message": job.wait_reason_message if mine else "", "estimated_start": state.estimated_start})
+                     "message": job.wait_reason_message if mine else "", "estimated_start": state.estimated_start,
+                     "earliest_start": state.earliest_start, "latest_start": state.latest_start,
+                     "likely_start": job.likely_start})
     return rows
 
 

@@ -45,7 +45,8 @@ logger = logging.getLogger(__name__)
 
 #: Key of the PostgreSQL advisory lock that serialises scheduling passes ("GPUSCHED").
 PASS_LOCK_KEY = 0x47505553434845
-QUEUE_FIELDS = ["wait_reason", "wait_reason_params", "queue_position", "tenant_queue_position", "estimated_start"]
+QUEUE_FIELDS = ["wait_reason", "wait_reason_params", "queue_position", "tenant_queue_position", "estimated_start",
+                "earliest_start", "latest_start"]
 
 
 @dataclass
@@ -184,27 +185,28 @@ def _store_waits(waiting, now, report: PassReport) -> None:
         if statuses.get(wait.job_id) not in WAITING_STATUSES:
             continue  # cancelled (or gone) since the snapshot
         params = _jsonable(wait.params)
-        estimate = (datetime.fromtimestamp(wait.estimated_start, tz=UTC)
-                    if wait.estimated_start is not None and math.isfinite(wait.estimated_start) else None)
-        values = (wait.reason.value, params, wait.position, wait.tenant_position, estimate)
+        values = (wait.reason.value, params, wait.position, wait.tenant_position, _moment(wait.estimated_start),
+                  _moment(wait.earliest_start), _moment(wait.latest_start))
         state = states.get(wait.job_id)
         if state is None or state.wait_reason != wait.reason.value:
             status = statuses[wait.job_id]
             events.append(JobEvent(job_id=wait.job_id, at=now, kind=JobEvent.Kind.WAIT_REASON, from_status=status,
                                    to_status=status, reason=wait.message, data={"code": wait.reason.value}))
         if state is None:
-            new.append(JobQueueState(job_id=wait.job_id, wait_reason=values[0], wait_reason_params=params,
-                                     queue_position=values[2], tenant_queue_position=values[3],
-                                     estimated_start=estimate))
-        elif values != (state.wait_reason, state.wait_reason_params, state.queue_position,
-                        state.tenant_queue_position, state.estimated_start):  # a steady queue writes nothing
-            (state.wait_reason, state.wait_reason_params, state.queue_position, state.tenant_queue_position,
-             state.estimated_start) = values
+            new.append(JobQueueState(job_id=wait.job_id, **dict(zip(QUEUE_FIELDS, values, strict=True))))
+        elif values != tuple(getattr(state, name) for name in QUEUE_FIELDS):  # a steady queue writes nothing
+            for name, value in zip(QUEUE_FIELDS, values, strict=True):
+                setattr(state, name, value)
             changed.append(state)
         report.waiting.append((wait.job_id, wait.reason.value, wait.message))
     bulk_insert(JobQueueState, new)
     bulk_set(JobQueueState, changed, QUEUE_FIELDS)
     bulk_insert(JobEvent, events)
+
+
+def _moment(timestamp: float | None) -> datetime | None:
+    return (datetime.fromtimestamp(timestamp, tz=UTC)
+            if timestamp is not None and math.isfinite(timestamp) else None)
 
 
 def _jsonable(params: dict) -> dict:

@@ -229,6 +229,10 @@ class WaitDecision:
     position: int
     tenant_position: int
     estimated_start: float | None = None
+    #: The likely start range around the estimate (``Policy.eta_*``), calibrated on trace replays so that the
+    #: actual start falls inside for most jobs; None when there is no estimate.
+    earliest_start: float | None = None
+    latest_start: float | None = None
 
 
 @dataclass(frozen=True)

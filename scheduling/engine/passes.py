@@ -469,9 +469,20 @@ class _Pass:
         for position, (job, reason, params) in enumerate(self.waits, start=1):
             positions[job.tenant] += 1
             estimate = self._estimate(job, reason, params, heaps, qheaps)
+            earliest, latest = self._likely_range(estimate)
             self.result.waiting.append(WaitDecision(
                 job_id=job.id, reason=reason, params=params, message=render_reason(reason, params),
-                position=position, tenant_position=positions[job.tenant], estimated_start=estimate))
+                position=position, tenant_position=positions[job.tenant], estimated_start=estimate,
+                earliest_start=earliest, latest_start=latest))
+
+    def _likely_range(self, estimate: float | None) -> tuple[float | None, float | None]:
+        """The calibrated range around an estimated start (``Policy.eta_*``)."""
+        if estimate is None or not math.isfinite(estimate):
+            return None, None
+        wait = max(0.0, estimate - self.now)
+        policy = self.policy
+        return (self.now + policy.eta_low_ratio * wait,
+                self.now + policy.eta_high_ratio * wait + policy.eta_margin_seconds)
 
     def _estimate(self, job, reason, params, heaps, qheaps) -> float | None:
         if reason in NO_ESTIMATE:

@@ -33,8 +33,8 @@ def _position(job) -> str:
     if not job.queue_position:
         return "—"
     text = escape(gettext("%(p)s (tenant: %(t)s)") % {"p": job.queue_position, "t": job.tenant_queue_position})
-    if job.estimated_start:
-        text += f'<div class="muted">{escape(gettext("starts"))} ≈ {_when(job.estimated_start, "%m-%d %H:%M")}</div>'
+    if job.likely_start:
+        text += f'<div class="muted">{escape(gettext("starts"))} {escape(job.likely_start)}</div>'
     return text
 
 

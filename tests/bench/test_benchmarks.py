@@ -46,8 +46,11 @@ def test_replay_trace(tmp_path):
                         for i in range(30)))
     out = io.StringIO()
     call_command("replay_trace", "--nodes", str(nodes), "--pods", str(pods), "--node-fraction", "1",
-                 "--time-scale", "0.001", stdout=out)
-    assert out.getvalue().strip()
+                 "--time-scale", "0.001", "--eta-range", "0.25,2,900", stdout=out)
+    figures = json.loads(out.getvalue())
+    assert figures["jobs"] == 30
+    for key in ("eta_range_coverage", "eta_range_median_width_hours", "eta_range_unknown_share"):
+        assert key in figures
 
 
 def test_bench_portal():

@@ -227,6 +227,20 @@ def test_estimated_start_uses_the_expected_runtime_from_history():
     assert result.wait_for(1).estimated_start == NOW + HOUR
 
 
+def test_likely_start_range_brackets_the_estimate_as_calibrated():
+    policy = Policy()
+    result = schedule(snap(nodes=nodes(1), quotas=(quota(),),
+                           running=(running(9, "o", 1, range(8), started=NOW - HOUR, runtime=3 * HOUR),),
+                           waiting=(job(1, 8, max_runtime=HOUR), job(2, 1, held="user"))))
+    wait = result.wait_for(1)
+    assert wait.estimated_start == NOW + 2 * HOUR
+    assert wait.earliest_start == NOW + policy.eta_low_ratio * 2 * HOUR
+    assert wait.latest_start == NOW + policy.eta_high_ratio * 2 * HOUR + policy.eta_margin_seconds
+    assert wait.earliest_start <= wait.estimated_start <= wait.latest_start
+    held = result.wait_for(2)
+    assert held.estimated_start is None and held.earliest_start is None and held.latest_start is None
+
+
 def test_higher_class_preempts_minimal_newest_lowest_priority_first():
     run = (running(11, "a", 1, range(0, 4), priority=10, started=NOW - 300),
            running(12, "a", 1, range(4, 8), priority=10, started=NOW - 100),

@@ -1,6 +1,7 @@
 """Each wait reason, from a real submission through the real pass, with its code and its numbers."""
 
 import pytest
+from django.test import Client
 
 from scheduling import submission
 from scheduling.models import Job, JobStatus, WaitReason
@@ -75,6 +76,12 @@ def test_higher_priority_job_ahead_and_backfill(users):
     started = short.events.get(to_status="admitted").at
     assert big.estimated_start is not None
     assert abs((big.estimated_start - started).total_seconds() - 1440 * 60) < 120
+    # ... shown as a likely range around it (the engine's calibrated ratios), stored with the queue state
+    assert big.earliest_start < big.estimated_start < big.latest_start
+    assert big.likely_start.startswith("between ")
+    browser = Client()
+    browser.force_login(users["alice"])
+    assert big.likely_start in browser.get(f"/jobs/{big.pk}/").content.decode()
 
 
 def test_reason_change_is_recorded_on_the_timeline_once(users):

@@ -22,10 +22,19 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=0, help="Replay only the first N pods.")
         parser.add_argument("--runtime-percentile", type=float, default=0.9,
                             help="Percentile of past runtimes used as the runtime estimate.")
+        parser.add_argument("--eta-range", default="",
+                            help="LOW,HIGH,MARGIN: the likely start range around an estimated wait W, from "
+                                 "LOW x W to HIGH x W + MARGIN seconds (default: the policy's).")
 
     def handle(self, *args, **o):
         try:
             policy = Policy.named(o["policy"])
+            if o["eta_range"]:
+                low, high, margin = (float(x) for x in o["eta_range"].split(","))
+                if not 0 <= low <= 1 <= high or margin < 0:
+                    raise ValueError("--eta-range: LOW in [0, 1], HIGH at least 1, MARGIN at least 0")
+                policy = Policy(**{**policy.__dict__, "eta_low_ratio": low, "eta_high_ratio": high,
+                                   "eta_margin_seconds": margin})
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         if not 0 < o["node_fraction"] <= 1 or o["time_scale"] <= 0:

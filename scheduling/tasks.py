@@ -96,8 +96,7 @@ def sync_job_status() -> int:
         if update is None:
             continue
         try:
-            lifecycle.transition(job, update.status, update.reason, failure_category=update.failure_category,
-                                 failure_message=update.failure_message, exit_code=update.exit_code)
+            lifecycle.transition(job, update.status, update.reason, data=update.diagnosis, **update.saved_fields(job))
         except lifecycle.InvalidTransition:
             continue  # cancelled meanwhile
         changed += 1

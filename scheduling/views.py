@@ -14,6 +14,8 @@ from fleet.queries import capacity_summary
 from tenants import access
 
 from . import job_actions, queries
+from .executors import read_job_log
+from .executors.logs import DEFAULT_TAIL
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm
 from .models import Job
@@ -62,6 +64,7 @@ def job_detail(request, pk):
         "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
         "estimated_finish": estimated_finish(job), "attempts": (job.executor_state or {}).get("attempts", []),
         "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
+        "log": read_job_log(job, DEFAULT_TAIL),
     })
 
 

@@ -9,16 +9,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gpuportal", "tenants", "accounts", "audit", "fleet", "scheduling", "governance", "metering", "demo",
-            "bench", "nodeagent", "kubefake")
+            "bench", "nodeagent", "kubefake", "cli/gpuportal_cli")
 
 
 def _modules() -> dict[str, Path]:
     found = {}
     for package in PACKAGES:
+        top = (ROOT / package).parent  # the command-line client is a package of its own under cli/
         for path in (ROOT / package).rglob("*.py"):
             if "migrations" in path.parts:
                 continue
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            parts = list(path.relative_to(top).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             found[".".join(parts)] = path

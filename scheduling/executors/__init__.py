@@ -1,11 +1,17 @@
 """Executors run admitted jobs on a cluster. Each Cluster row names its executor kind."""
 
+import logging
+
+from django.utils.translation import gettext as _
+
 from fleet.models import ExecutorKind
 
 from .base import Executor, ExecutorUpdate
 from .kubernetes import KubernetesExecutor
+from .logs import LogTail, stored_tail
 from .simulated import SimulatedExecutor
 
+logger = logging.getLogger(__name__)
 EXECUTORS = {ExecutorKind.SIMULATED: SimulatedExecutor, ExecutorKind.KUBERNETES: KubernetesExecutor}
 
 
@@ -16,4 +22,19 @@ def executor_for(cluster) -> Executor:
         raise ValueError(f"unknown executor {cluster.executor!r} for cluster {cluster.name}") from None
 
 
-__all__ = ["EXECUTORS", "Executor", "ExecutorUpdate", "KubernetesExecutor", "SimulatedExecutor", "executor_for"]
+def read_job_log(job, tail: int) -> LogTail:
+    """The last ``tail`` lines of the job's current (or last) attempt, for the job page and the API. A job
+    back in the queue has no cluster: what was kept of its last attempt. A cluster that cannot be asked
+    (unreachable, its kubeconfig unreadable) is said in ``error``, never raised to the reader."""
+    if job.cluster_id is None:
+        return stored_tail(job, tail)
+    try:
+        return executor_for(job.cluster).read_log(job, tail)
+    except Exception:  # whatever a cluster's client raises, the page and the API still answer
+        logger.exception("reading the log of job %s failed", job.pk)
+        return LogTail(job.retry_count + 1, error=_("The cluster %(c)s could not be asked for the log; the "
+                                                    "portal's log says why.") % {"c": job.cluster.name})
+
+
+__all__ = ["EXECUTORS", "Executor", "ExecutorUpdate", "KubernetesExecutor", "LogTail", "SimulatedExecutor",
+           "executor_for", "read_job_log"]

@@ -1,19 +1,34 @@
-"""The executor interface: dispatch a job, report what became of it, stop it."""
+"""The executor interface: dispatch a job, report what became of it, stop it, read its log."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .logs import LogTail, stored_tail
+
 
 @dataclass(frozen=True)
 class ExecutorUpdate:
-    """What the executor observed for one job since the last sync: a new status, why, and evidence."""
+    """What the executor observed for one job since the last sync: a new status, why, and evidence.
+
+    ``diagnosis`` (a ``Diagnosis.as_dict()``: category, message, advice, node, evidence) goes into the job's
+    executor state and the event, as the Kubernetes sync stores it, so the job page and the API show the
+    evidence and the next step whichever executor ran the job."""
 
     status: str
     reason: str
     failure_category: str = ""
     failure_message: str = ""
     exit_code: int | None = None
+    diagnosis: dict | None = None
+
+    def saved_fields(self, job) -> dict:
+        """The job's fields to save with the transition."""
+        fields = {"failure_category": self.failure_category, "failure_message": self.failure_message,
+                  "exit_code": self.exit_code}
+        if self.diagnosis:
+            fields["executor_state"] = {**(job.executor_state or {}), "diagnosis": self.diagnosis}
+        return fields
 
 
 class Executor:
@@ -31,3 +46,8 @@ class Executor:
     def stop(self, job, reason: str = "") -> None:
         """Stop a job that was cancelled, preempted or reclaimed (or an attempt that failed)."""
         raise NotImplementedError
+
+    def read_log(self, job, tail: int) -> LogTail:
+        """The last ``tail`` lines of the job's current (or last) attempt. By default what the portal kept
+        with the failure's diagnosis; executors that can read the cluster do better."""
+        return stored_tail(job, tail)

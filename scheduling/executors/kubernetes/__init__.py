@@ -24,11 +24,15 @@ from tenants.quotas import tenant_gpu_limit
 from ... import job_tokens, lifecycle
 from ...models import JobEvent
 from ..base import Executor, ExecutorUpdate
+from ..logs import NOT_STARTED, LogTail, kube_timestamped, merge_streams, stored_tail
 from . import manifests
 from .connection import DispatchError, api_client, call, create, delete, message_of
+from .diagnosis import PodState
 
 _prepared: set[tuple] = set()
 _prepared_lock = threading.Lock()
+#: Tries for a read a person waits for (the job page, the log API): one retry, then say the cluster is down.
+READ_RETRIES = 1
 
 
 def spec_for(job, nodes=None) -> manifests.JobSpec:
@@ -176,16 +180,44 @@ class KubernetesExecutor(Executor):
         finally:
             response.release_conn()
 
-    def pod_log(self, namespace: str, pod: str) -> str:
+    def pod_log(self, namespace: str, pod: str, tail: int | None = None, **options) -> str:
+        """The last ``tail`` lines (default: the diagnosis' ``LOG_TAIL_LINES``) of a pod's log; "" when the
+        cluster has none to give (a container that never started, a pod already gone)."""
         try:
             response = call(self.core.read_namespaced_pod_log, pod, namespace,
-                            tail_lines=settings.KUBERNETES["LOG_TAIL_LINES"], _preload_content=False)
+                            tail_lines=tail or settings.KUBERNETES["LOG_TAIL_LINES"], _preload_content=False,
+                            **options)
             try:
                 return response.data.decode("utf-8", "replace")
             finally:
                 response.release_conn()
         except ApiException:
             return ""
+
+    def read_log(self, job, tail: int) -> LogTail:
+        """The logs of the current attempt's pods, merged in time order (Kubernetes' timestamps); once the
+        pods are gone (a failed attempt's are deleted), the tail kept with its diagnosis."""
+        state = job.executor_state or {}
+        namespace = state.get("namespace")
+        if not namespace or job.status in NOT_STARTED:
+            return stored_tail(job, tail)
+        attempt = int(state.get("attempt", job.retry_count))
+        selector = f"{manifests.JOB_LABEL}={job.pk},{manifests.ATTEMPT_LABEL}={attempt}"
+        try:
+            pods = self.raw(self.core.list_namespaced_pod, namespace, label_selector=selector,
+                            retries=READ_RETRIES).get("items", [])
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            if not isinstance(exc, ApiException) or exc.status != 404:
+                return LogTail(attempt + 1, error=message_of(exc))
+            pods = []
+        if not pods:
+            return stored_tail(job, tail)
+        streams = {}
+        for pod in pods:
+            pod_state = PodState.from_pod(pod)
+            text = self.pod_log(namespace, pod_state.name, tail, timestamps=True, retries=READ_RETRIES)
+            streams[pod_state.index] = kube_timestamped(text)
+        return LogTail(attempt + 1, merge_streams(streams, tail))
 
 
 __all__ = ["DispatchError", "KubernetesExecutor", "spec_for"]

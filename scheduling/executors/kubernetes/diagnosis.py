@@ -2,7 +2,8 @@
 
 Pure: pod states, the Job's conditions, the nodes that are not ready, a fault the node agent reported and
 the log tails go in; a ``Diagnosis`` comes out. Rules in order (the first that matches wins): deadline →
-image / environment → node fault → GPU fault → out of memory → cross-node communication → program exit.
+image / environment → node fault → GPU fault (the node agent's, or an Xid in the log) → out of memory →
+cross-node communication → program exit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ MISSING_CUDA = re.compile(r"libcudart\.so|libcuda\.so|libnccl\.so|libcudnn|CUDA 
                           r"no CUDA-capable device|cannot open shared object file", re.I)
 GPU_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation",
                      re.I)
+#: The driver's word that the GPU itself failed (an Xid, a GPU lost from the bus, an uncorrectable ECC error).
+GPU_HARDWARE = re.compile(r"NVRM: Xid|\bXid \d+|GPU has fallen off the bus|uncorrectable ECC error", re.I)
 COMMUNICATION = re.compile(r"NCCL (WARN|ERROR)|ncclSystemError|ncclInternalError|ncclRemoteError|"
                            r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(timeout|Timeout)|"
                            r"Gloo.*(timeout|Connection closed)|Connection reset by peer|NET/IB.*(error|failed)", re.I)
@@ -119,6 +122,13 @@ def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict
             "node": agent_fault.get("node", ""), "msg": agent_fault.get("message", "")},
             _("Nothing to fix in the job: it is retried automatically without that node."),
             node=agent_fault.get("node", ""), evidence={"agent": agent_fault})
+    xid = _grep(logs, GPU_HARDWARE)
+    if xid:
+        pod = next((p for p in pods if p.name == xid[0]), None)
+        return Diagnosis("gpu_fault", _("The GPU failed under the job: %(line)s") % {"line": xid[1]},
+                         _("Nothing to fix in the job: it is retried automatically without that node."),
+                         node=pod.node if pod else "",
+                         evidence={"pod": xid[0], "log_line": xid[1], "log_tail": _tail(logs, xid[0])})
     oom = [p for p in failed if p.terminated_reason == "OOMKilled"]
     if oom:
         pod = oom[0]

@@ -55,3 +55,18 @@ class ApiToken(models.Model):
         if self.revoked_at is not None:
             return str(_("revoked"))
         return str(_("active")) if self.expires_at > timezone.now() else str(_("expired"))
+
+
+class Preference(models.Model):
+    """A person's display settings. Times are shown in ``time_zone`` (an IANA name such as
+    ``Asia/Shanghai``), or in the site's zone (``TIME_ZONE``) when it is empty."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
+    time_zone = models.CharField(_("time zone"), max_length=64, blank=True)
+
+    class Meta:
+        verbose_name = _("preference")
+        verbose_name_plural = _("preferences")
+
+    def __str__(self):
+        return f"{self.user}: {self.time_zone or 'site default'}"

@@ -6,4 +6,5 @@ app_name = "accounts"
 urlpatterns = [
     path("tokens/", views.token_list, name="tokens"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
+    path("preferences/", views.preferences, name="preferences"),
 ]

@@ -1,8 +1,10 @@
-"""The token page (``/account/tokens/``): list, create (the secret shown once), revoke.
+"""The token page (``/account/tokens/``): list, create (the secret shown once), revoke; and the preferences
+page (``/account/preferences/``): the time zone times are shown in.
 
 Every answer carries ``Cache-Control: no-store`` (``never_cache``): the page that shows a new secret must not
 stay in a browser or proxy cache, and the list is the user's own."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -11,8 +13,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from . import tokens
-from .forms import NewTokenForm
+from . import timezones, tokens
+from .forms import NewTokenForm, PreferenceForm
 from .models import ApiToken
 
 
@@ -48,3 +50,18 @@ def token_revoke(request, pk):
     if tokens.revoke(token):
         messages.success(request, _("Token %(name)s is revoked.") % {"name": token.name})
     return redirect("accounts:tokens")
+
+
+@login_required
+def preferences(request):
+    """The person's display settings: the time zone every page shows times in."""
+    saved = request.session.get(timezones.SESSION_KEY, "")
+    form = PreferenceForm(request.POST or None, initial={"time_zone": saved}, site_zone=settings.TIME_ZONE)
+    if request.method == "POST":
+        if form.is_valid():
+            timezones.set_time_zone(request, form.cleaned_data["time_zone"])
+            messages.success(request, _("Times are now shown in %(zone)s.") % {
+                "zone": timezones.current_time_zone_name()})
+            return redirect("accounts:preferences")
+        return render(request, "accounts/preferences.html", {"form": form}, status=400)
+    return render(request, "accounts/preferences.html", {"form": form})

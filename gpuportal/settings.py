@@ -69,6 +69,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "accounts.timezones.TimeZoneMiddleware",  # each person's time zone, from the session (issue 14, part 6)
     "axes.middleware.AxesMiddleware",  # turns a locked-out sign-in into accounts.lockout's 429 (part 5)
     "audit.log.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

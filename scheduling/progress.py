@@ -6,6 +6,7 @@ works for that job's current attempt only and stops working when the job ends.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
@@ -15,7 +16,7 @@ from django.utils.translation import gettext as _
 
 from gpuportal.validation import whole_number
 
-from .models import Job, JobArtifact, JobCheckpoint
+from .models import FailureCategory, Job, JobArtifact, JobCheckpoint
 
 MAX_ARTIFACTS_PER_REPORT = 50
 
@@ -84,3 +85,20 @@ def estimated_finish(job: Job, now: datetime | None = None) -> datetime | None:
         return None
     remaining = (job.progress_total - job.progress_step) * elapsed / job.progress_step
     return (job.progress_at or now) + timedelta(seconds=remaining)
+
+
+@dataclass(frozen=True)
+class RunDeadline:
+    """When a run must end by its max runtime, and whether that is what ended it."""
+
+    ends_at: datetime
+    limit_minutes: int
+    stopped_by_limit: bool
+
+
+def run_deadline(job: Job) -> RunDeadline | None:
+    """The end the max runtime sets for the current (or last) run; None before it started."""
+    if not job.started_at:
+        return None
+    ends_at = job.started_at + timedelta(minutes=job.max_runtime_minutes)
+    return RunDeadline(ends_at, job.max_runtime_minutes, job.failure_category == FailureCategory.TIMEOUT)

@@ -9,5 +9,7 @@ urlpatterns = [
     path("jobs/new/", views.job_submit, name="job-submit"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
+    path("jobs/<int:pk>/hold/", views.job_hold, {"hold": True}, name="job-hold"),
+    path("jobs/<int:pk>/release/", views.job_hold, {"hold": False}, name="job-release"),
     path("queue/", views.queue, name="queue"),
 ]

@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -19,7 +20,7 @@ from .executors.logs import DEFAULT_TAIL
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm
 from .models import Job
-from .progress import estimated_finish
+from .progress import estimated_finish, run_deadline
 
 
 def _jobs(user):
@@ -64,6 +65,8 @@ def job_detail(request, pk):
         "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
         "estimated_finish": estimated_finish(job), "attempts": (job.executor_state or {}).get("attempts", []),
         "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
+        "deadline": run_deadline(job), "max_runtime_seconds": job.max_runtime_minutes * 60,
+        "run_seconds": ((job.finished_at or timezone.now()) - job.started_at).total_seconds() if job.started_at else 0,
         "log": read_job_log(job, DEFAULT_TAIL),
     })
 
@@ -86,6 +89,19 @@ def job_cancel(request, pk):
     try:
         job_actions.cancel_job(request.user, job, request.POST.get("reason", "").strip()[:500])
         messages.success(request, _("Job #%(id)d cancelled.") % {"id": job.pk})
+    except (ValidationError, PermissionDenied) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    return redirect("scheduling:job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_hold(request, pk, hold: bool):
+    job = get_object_or_404(_jobs(request.user), pk=pk)
+    try:
+        job_actions.set_hold(request.user, job, hold)
+        messages.success(request, (_("Job #%(id)d held: it keeps its place but will not start until released.")
+                                   if hold else _("Job #%(id)d released.")) % {"id": job.pk})
     except (ValidationError, PermissionDenied) as exc:
         messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
     return redirect("scheduling:job-detail", pk=job.pk)

@@ -3,6 +3,8 @@
 from django import template
 from django.utils.html import format_html
 
+from gpuportal.formatting import duration_text, relative_time
+
 register = template.Library()
 
 
@@ -45,3 +47,15 @@ def rate(value):
 def job_status(job):
     """A job's status as a badge (a tag, not an include: it is drawn on every row of the job lists)."""
     return format_html('<span class="status status-{}">{}</span>', job.status, job.get_status_display())
+
+
+@register.filter
+def relative(moment):
+    """A moment as "in 2 h 5 min" / "12 min ago" (gpuportal.formatting)."""
+    return relative_time(moment)
+
+
+@register.filter
+def duration(seconds):
+    """Seconds as "6 h 0 min" (gpuportal.formatting)."""
+    return duration_text(seconds) if isinstance(seconds, int | float) else "—"

@@ -15,6 +15,7 @@ from django.utils.safestring import mark_safe
 from django.utils.timezone import template_localtime
 from django.utils.translation import gettext, gettext_noop
 
+from gpuportal.formatting import relative_time
 from gpuportal.templatetags.portal import job_status
 
 register = template.Library()
@@ -39,10 +40,12 @@ def _position(job) -> str:
 
 
 def _reason(job) -> str:
-    if job.wait_reason:
-        return f"<code>{escape(job.wait_reason)}</code> {escape(job.wait_reason_message)}"
+    if job.wait_reason:  # the translated label; the code (what the API says) in its tooltip
+        return (f'<strong title="{escape(job.wait_reason)}">{escape(job.get_wait_reason_display())}</strong>: '
+                f"{escape(job.wait_reason_message)}")
     if job.failure_category:
-        return f"<code>{escape(job.failure_category)}</code> {escape(job.get_failure_category_display())}"
+        return f'<span title="{escape(job.failure_category)}">{escape(job.get_failure_category_display())}</span>'
+
     if job.status == "pending":
         return escape(gettext("Waiting for an approver."))
     return ""
@@ -55,7 +58,8 @@ def _row(job) -> str:
             f"<td>{escape(job.tenant.name)} / {escape(job.project.name)}</td><td>{escape(job.task_type.code)}</td>"
             f"<td>{job.node_count} × {job.gpus_per_node} {escape(job.gpu_model)}</td><td>{job_status(job)}</td>"
             f'<td class="position">{_position(job)}</td><td class="reason">{_reason(job)}</td>'
-            f'<td>{_when(job.submitted_at, "%Y-%m-%d %H:%M")}</td></tr>')
+            f'<td><time title="{escape(relative_time(job.submitted_at))}">'
+            f'{_when(job.submitted_at, "%Y-%m-%d %H:%M")}</time></td></tr>')
 
 
 @register.simple_tag

@@ -1,0 +1,34 @@
+"""Readable values: durations as "6 h 0 min" and moments as "in 2 h" / "5 min ago", translated."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+
+def duration_text(seconds: float) -> str:
+    """``21600`` -> "6 h 0 min"; under a minute in seconds, from a day in days and hours."""
+    seconds = int(round(abs(seconds)))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return _("%(d)d d %(h)d h") % {"d": days, "h": hours}
+    if hours:
+        return _("%(h)d h %(m)d min") % {"h": hours, "m": minutes}
+    if minutes:
+        return _("%(m)d min") % {"m": minutes}
+    return _("%(s)d s") % {"s": secs}
+
+
+def relative_time(moment: datetime | None, now: datetime | None = None) -> str:
+    """"in 2 h 5 min", "12 min ago", or "just now" (within a minute)."""
+    if moment is None:
+        return ""
+    delta = (moment - (now or timezone.now())).total_seconds()
+    if abs(delta) < 60:
+        return _("just now")
+    text = duration_text(delta)
+    return _("in %(duration)s") % {"duration": text} if delta > 0 else _("%(duration)s ago") % {"duration": text}

@@ -1,0 +1,21 @@
+"""Readable values (issue 14, part 6): durations and relative moments."""
+
+from datetime import UTC, datetime, timedelta
+
+from gpuportal.formatting import duration_text, relative_time
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def test_durations_read_as_hours_and_minutes():
+    assert duration_text(21600) == "6 h 0 min"
+    assert duration_text(46) == "46 s"
+    assert duration_text(12 * 60) == "12 min"
+    assert duration_text(3 * 86400 + 7200 + 59) == "3 d 2 h"
+
+
+def test_moments_read_relative_to_now():
+    assert relative_time(NOW + timedelta(hours=2, minutes=5), NOW) == "in 2 h 5 min"
+    assert relative_time(NOW - timedelta(minutes=12), NOW) == "12 min ago"
+    assert relative_time(NOW + timedelta(seconds=20), NOW) == "just now"
+    assert relative_time(None, NOW) == ""

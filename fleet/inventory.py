@@ -11,7 +11,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from . import occupancy
-from .models import GpuReading, Node, NodeReading
+from .models import GpuReading, Health, Node, NodeReading
 
 SPARK_MINUTES = 30
 
@@ -58,8 +58,11 @@ def inventory_tree(user, datacenter: str = "", rack: str = "") -> list[dict]:
     tree: dict = {}
     for node in nodes:
         racks = tree.setdefault(node.cluster, {}).setdefault(node.datacenter, {})
+        gpus = node.gpus.all()
+        # "problem": the page unfolds this node's GPUs (not healthy, cordoned or draining, or a GPU not healthy).
         racks.setdefault(node.rack, []).append({
-            "node": node, "host": hosts.get(node.pk, {}), "gpus": [rows[g.pk] for g in node.gpus.all()]})
+            "node": node, "host": hosts.get(node.pk, {}), "gpus": [rows[g.pk] for g in gpus],
+            "problem": node.state != Health.HEALTHY or any(g.health != Health.HEALTHY for g in gpus)})
     return [{"cluster": cluster, "datacenters": [
         {"name": dc, "racks": [{"name": rack_name, "nodes": items} for rack_name, items in sorted(racks.items())]}
         for dc, racks in sorted(dcs.items())]} for cluster, dcs in tree.items()]

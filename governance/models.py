@@ -84,8 +84,14 @@ class NotificationKind(models.TextChoices):
     JOB_STARTED = "job_started", _("My job started")
     JOB_FAILED = "job_failed", _("My job failed")
     JOB_PREEMPTED = "job_preempted", _("My job was preempted")
+    JOB_SUCCEEDED = "job_succeeded", _("My job succeeded")
     RECLAMATION_WARNING = "reclamation_warning", _("My idle job will be reclaimed")
     RECLAMATION_ACTION = "reclamation_action", _("My idle job was reclaimed")
+
+
+# Kinds a user receives only after choosing them: most jobs end well, and a message for each would bury the
+# ones that need attention (a failure, a preemption). Every other kind is sent until the user turns it off.
+OPT_IN_KINDS = frozenset({NotificationKind.JOB_SUCCEEDED})
 
 
 class Notification(models.Model):
@@ -107,7 +113,8 @@ class Notification(models.Model):
 
 
 class NotificationPreference(models.Model):
-    """What a user receives for one kind of notification (no row: both in-app and email)."""
+    """What a user receives for one kind of notification (no row: both in-app and email, or neither for
+    ``OPT_IN_KINDS``)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     kind = models.CharField(max_length=24, choices=NotificationKind.choices)

@@ -1,4 +1,5 @@
-"""In-app notifications and email, as each user chose (no preference row: both)."""
+"""In-app notifications and email, as each user chose (no preference row: both, or neither for an opt-in
+kind such as a job that succeeded)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ from django.utils import timezone
 
 from tenants.models import Membership, PlatformRole, Role
 
-from .models import Notification, NotificationKind, NotificationPreference
+from .models import OPT_IN_KINDS, Notification, NotificationKind, NotificationPreference
 
 logger = logging.getLogger(__name__)
 
 
 def preferences(user) -> dict[str, tuple[bool, bool]]:
+    """``{kind: (in the portal, by email)}`` for every kind, the defaults where the user chose nothing."""
     chosen = {p.kind: (p.in_app, p.email) for p in NotificationPreference.objects.filter(user=user)}
-    return {kind: chosen.get(kind, (True, True)) for kind in NotificationKind.values}
+    return {kind: chosen.get(kind, (False, False) if kind in OPT_IN_KINDS else (True, True))
+            for kind in NotificationKind.values}
 
 
 def notify(users, kind: str, title: str, body: str = "", url: str = "") -> int:

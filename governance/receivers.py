@@ -28,6 +28,9 @@ def _on_job_status_changed(sender, jobs, from_status, to_status, reasons, actor,
         if to_status == JobStatus.RUNNING:
             notify([job.owner], NotificationKind.JOB_STARTED, _("Job #%(id)d %(name)s started") % {
                 "id": job.pk, "name": job.name}, reasons.get(job.pk, ""), url)
+        elif to_status == JobStatus.SUCCEEDED:  # opt-in (OPT_IN_KINDS): sent only to owners who asked for it
+            notify([job.owner], NotificationKind.JOB_SUCCEEDED, _("Job #%(id)d %(name)s succeeded") % {
+                "id": job.pk, "name": job.name}, reasons.get(job.pk, ""), url)
         elif to_status == JobStatus.FAILED:
             category = FailureCategory(job.failure_category).label if job.failure_category else _("unclassified")
             notify([job.owner], NotificationKind.JOB_FAILED, _("Job #%(id)d %(name)s failed: %(c)s") % {

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import dj_database_url
-import plotly
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
@@ -146,6 +145,8 @@ if os.environ.get("GPUPORTAL_CACHE_URL"):
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+# A refused CSRF check: the 403 page in the site's layout, saying to reload and send again (issue 14, part 9).
+CSRF_FAILURE_VIEW = "gpuportal.views.csrf_failure"
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
@@ -158,9 +159,18 @@ USE_TZ = True
 SILENCED_SYSTEM_CHECKS = ["models.W040"]
 
 STATIC_URL = "/static/"
-# plotly.js comes from the installed plotly package (no CDN): served as static/plotly/plotly.min.js.
-STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(plotly.__file__).parent / "package_data")]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# The charts' plotly.js is static/plotly/plotly-basic.min.js, kept in the repository (no CDN).
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(os.environ.get("GPUPORTAL_STATIC_ROOT", BASE_DIR / "staticfiles"))
+# Production serves what `manage.py collectstatic` wrote there (whitenoise): names with a hash of the content,
+# cached by browsers for ten years without asking again (Cache-Control: immutable), and gzip copies (plotly.js
+# travels as 0.4 MB instead of 1.2). Templates then need the manifest, so collectstatic must run before the
+# server starts. The embedded demo and the tests serve the source files as they are, without collectstatic.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage" if PRODUCTION
+                    else "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

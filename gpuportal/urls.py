@@ -1,10 +1,21 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.utils.functional import lazy
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from metering.metrics import metrics
 
+# Error pages inside the site's layout (issue 14, part 9): Django's own 403 and 404 handlers render
+# templates/403.html and 404.html; the 500 page renders without the database (gpuportal/views.py).
+handler500 = "gpuportal.views.server_error"
+
 urlpatterns = [
+    # Browsers that ignore base.html's <link rel="icon"> ask for /favicon.ico: send them to the SVG (not a
+    # permanent redirect, so that a later hashed static URL is followed). Resolved at the first request: in
+    # production the hashed name comes from collectstatic's manifest, which `check --deploy` runs without.
+    path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("favicon.svg"), permanent=False), name="favicon"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),

@@ -36,7 +36,7 @@ def window_days(text) -> int:
 
 
 def _series(rows, key: str, title: str, y_title: str, columns, name: str, kind="scatter", stacked=False) -> Section:
-    return Section(name, title, columns, rows, lines_by(rows, "day", columns[1][0], key, title, y_title, kind=kind,
+    return Section(name, title, columns, rows, lines_by(rows, "day", columns[1][0], key, y_title, kind=kind,
                                                         stacked=stacked))
 
 
@@ -129,8 +129,7 @@ def _jobs(facts, t0, day, model) -> list[Section]:
                 stacked=True),
         Section("retries", _("Retries and preemptions (by finish day)"),
                 [("day", day), ("retries", _("Retries")), ("preemptions", _("Preemptions"))], retry_rows,
-                bars(retry_rows, "day", [("retries", _("retries")), ("preemptions", _("preemptions"))],
-                     _("Retries and preemptions"), _("count"))),
+                bars(retry_rows, "day", [("retries", _("retries")), ("preemptions", _("preemptions"))], _("count"))),
         _checkpoint_section(t0),
         Section("slowest_to_start", _("Slowest to start"),
                 [("job", _("Job")), ("tenant", _("Tenant")), ("task_type", _("Task type")), ("gpu_model", model),
@@ -151,7 +150,7 @@ def _checkpoint_section(t0) -> Section:
             {"state": _("running, no checkpoint reported"), "jobs": never},
             {"state": _("failed after a checkpoint (resumable)"), "jobs": resumable}]
     return Section("checkpoints", _("Checkpoint state"), [("state", _("State")), ("jobs", _("Jobs"))], rows,
-                   bars(rows, "state", [("jobs", _("jobs"))], _("Checkpoint state"), _("jobs")),
+                   bars(rows, "state", [("jobs", _("jobs"))], _("jobs")),
                    note=_("Jobs report checkpoints to POST /api/jobs/{id}/report/ (see the README)."))
 
 
@@ -183,7 +182,7 @@ def _governance(first, t0, now, facts, day) -> list[Section]:
                 [("day", day), ("tenant", _("Tenant")), ("gpu_hours", _("GPU-hours")), ("cost", _("Cost"))],
                 "tenant_usage", kind="bar", stacked=True),
         Section("cost", _("Cost attribution"), [("tenant", _("Tenant")), ("cost", _("Cost"))], cost_rows,
-                bars(cost_rows, "tenant", [("cost", _("cost"))], _("Cost attribution"), _("cost"))),
+                bars(cost_rows, "tenant", [("cost", _("cost"))], _("cost"))),
         _series(change_rows, "records", _("Permission changes and administration"), _("records"),
                 [("day", day), ("action", _("Action")), ("records", _("Records"))], "changes", kind="bar",
                 stacked=True),

@@ -69,5 +69,5 @@ def job_table(jobs, empty_text: str):
     rows = mark_safe("\n".join(_row(job) for job in jobs))  # noqa: S308 — every value is escaped in _row
     if not rows:
         rows = format_html('<tr><td colspan="9" class="empty">{}</td></tr>', empty_text)
-    return format_html('<table class="jobs">\n  <thead><tr>{}</tr></thead>\n  <tbody>\n{}\n  </tbody>\n</table>',
-                       head, rows)
+    return format_html('<div class="table-wrap"><table class="jobs">\n  <thead><tr>{}</tr></thead>\n  <tbody>\n{}\n'
+                       '  </tbody>\n</table></div>', head, rows)  # the wrapper scrolls it sideways on a phone

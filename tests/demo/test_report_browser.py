@@ -31,7 +31,9 @@ def test_dave_sees_the_charts_and_downloads_csv(page, live_server, demo_history)
 
     page.goto(f"{live_server.url}/reports/")
     page.click(f'a[href="/reports/{last_month}/"]')
+    page.locator("#section-by_tenant").scroll_into_view_if_needed()  # charts are drawn as they come into view
     page.wait_for_selector('[data-figure="figure-by_tenant"][data-rendered="1"]')
+    page.wait_for_selector('[data-figure="figure-daily"][data-rendered="1"]')
     # Reading never freezes a month (only the beat task or an admin does): the seeded month shows live figures.
     assert "not frozen yet" in page.locator(".report-state").inner_text()
     # plotly drew real bars: one per tenant, in an SVG inside the chart

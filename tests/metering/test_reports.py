@@ -126,14 +126,14 @@ def test_every_chart_has_its_data_as_a_table(october):
             assert section.csv().splitlines()[0].split(",") == [key for key, _label in section.columns]
 
 
-def test_report_page_renders_charts_from_the_installed_plotly(client, october):
+def test_report_page_renders_charts_from_the_portals_own_plotly(client, october):
     client.login(username="dave", password="demo")
     html = client.get("/reports/2026-10/").content.decode()
-    assert "/static/plotly/plotly.min.js" in html and "cdn" not in html.lower()
+    assert "/static/plotly/plotly-basic.min.js" in html and "cdn" not in html.lower()
     assert 'data-figure="figure-by_tenant"' in html and 'id="figure-by_tenant"' in html
     from django.contrib.staticfiles import finders
 
-    assert finders.find("plotly/plotly.min.js")  # collectstatic / runserver serve it from the plotly package
+    assert finders.find("plotly/plotly-basic.min.js")  # kept in static/ (no CDN)
 
 
 def test_monthly_report_command_prints_json(october, capsys):

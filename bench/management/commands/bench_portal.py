@@ -15,11 +15,13 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -164,6 +166,8 @@ class Command(BaseCommand):
         parser.add_argument("--jobs", type=int, default=2000, help="Jobs seeded when the portal is started here.")
         parser.add_argument("--web-workers", type=int, default=0, help="gunicorn workers (default: 2 per CPU).")
 
+    _static_root = ""
+
     def handle(self, *args, **o):
         if o["clients"] < 1 or o["seconds"] <= 0:
             raise CommandError("--clients must be at least 1 and --seconds above 0")
@@ -190,6 +194,8 @@ class Command(BaseCommand):
                     process.wait(10)
                 except subprocess.TimeoutExpired:
                     process.kill()
+            if self._static_root:
+                shutil.rmtree(self._static_root, ignore_errors=True)
         self.stdout.write(json.dumps({"url": base, "clients": o["clients"], "seconds": o["seconds"],
                                       "jobs": Job.objects.count() if not o["url"] else None,
                                       "pages": results}))
@@ -245,6 +251,12 @@ class Command(BaseCommand):
         env.pop("CELERY_TASK_ALWAYS_EAGER", None)
         workers = web_workers or 2 * (os.cpu_count() or 1)
         root = Path(settings.BASE_DIR)
+        # Production serves collected static files (hashed names, gzip): collect them first, as a site does.
+        self._static_root = tempfile.mkdtemp(prefix="gpuportal-bench-static-")
+        env["GPUPORTAL_STATIC_ROOT"] = self._static_root
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0", "--ignore", "admin",
+                        "--ignore", "rest_framework", "--ignore", "drf_spectacular_sidecar"],
+                       cwd=root, env=env, check=True)
         web = subprocess.Popen([sys.executable, "-m", "gunicorn", "gpuportal.wsgi:application", "--bind",
                                 f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "gthread",
                                 "--threads", "4", "--log-level", "warning"], cwd=root, env=env)

@@ -1,0 +1,95 @@
+"""403, 404 and 500 inside the site's layout, saying why and what to do, never a traceback; the favicon
+(issue 14, part 9). DEBUG off, as in production: with DEBUG on Django shows its own technical pages."""
+
+import pytest
+from django.contrib.staticfiles import finders
+from django.db import OperationalError, connection
+from django.test import Client
+
+from gpuportal import views
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+DEBUG_PAGE_MARKERS = ("Traceback", "Request Method:", "Django settings", "technical_500", "Using the URLconf")
+
+
+@pytest.fixture(autouse=True)
+def production_mode(settings):
+    settings.DEBUG = False
+
+
+def signed_in(username, **kwargs):
+    client = Client(**kwargs)
+    assert client.login(username=username, password="demo")
+    return client
+
+
+def assert_in_layout(html, menu=True):
+    assert "css/portal.css" in html and 'class="topbar"' in html
+    assert ('id="site-menu"' in html) == menu
+    assert not any(marker in html for marker in DEBUG_PAGE_MARKERS)
+
+
+def test_403_says_why_in_the_layout(users):
+    alice = signed_in("alice")
+    response = alice.get("/reports/2026-01/")  # the platform-wide report: PermissionDenied with a message
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert_in_layout(html)
+    assert '<p class="why">The platform-wide report is for managers and platform admins.</p>' in html
+    bare = alice.get("/reports/operations/").content.decode()  # a bare PermissionDenied: the general reason
+    assert "Your roles do not allow this page or action" in bare
+
+
+def test_refused_csrf_check_says_to_reload_and_retry(users):
+    alice = signed_in("alice", enforce_csrf_checks=True)
+    response = alice.post("/notifications/", {"action": "read"})
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert_in_layout(html)
+    assert "Reload the page, fill the form in again" in html and "CSRF cookie not set." in html
+    anonymous = Client(enforce_csrf_checks=True).post("/accounts/login/", {"username": "alice", "password": "demo"})
+    assert anonymous.status_code == 403
+    assert_in_layout(anonymous.content.decode(), menu=False)
+
+
+def test_404_in_the_layout_without_debug_details(users):
+    alice = signed_in("alice")
+    for url in ("/jobs/987654/", "/no-such-page/"):
+        response = alice.get(url)
+        html = response.content.decode()
+        assert response.status_code == 404, url
+        assert_in_layout(html)
+        assert "This page does not exist" in html and url in html
+    assert "No Job matches" not in alice.get("/jobs/987654/").content.decode()
+
+
+def test_500_renders_when_the_database_is_down(users):
+    alice = signed_in("alice", raise_request_exception=False)
+
+    def database_down(execute, sql, params, many, context):
+        raise OperationalError("could not connect to server: Connection refused")
+
+    with connection.execute_wrapper(database_down):
+        response = alice.get("/")
+    html = response.content.decode()
+    assert response.status_code == 500
+    assert_in_layout(html, menu=False)
+    assert "Something went wrong on our side" in html and "Connection refused" not in html
+
+
+def test_500_falls_back_to_plain_text_when_its_page_cannot_render(rf, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("template engine broken")
+
+    monkeypatch.setattr(views.loader, "render_to_string", broken)
+    response = views.server_error(rf.get("/"))
+    assert response.status_code == 500 and response["Content-Type"].startswith("text/plain")
+    assert b"could not finish this request" in response.content and b"broken" not in response.content
+
+
+def test_favicon_is_linked_and_answered(client, users):
+    assert finders.find("favicon.svg")
+    response = client.get("/favicon.ico")
+    assert response.status_code == 302 and response["Location"] == "/static/favicon.svg"
+    assert 'rel="icon" href="/static/favicon.svg"' in client.get("/accounts/login/").content.decode()

@@ -3,22 +3,38 @@
 * ``POST /api/auth/token/`` (username, password; optional name, days): signs in and issues a named,
   expiring token. Failed sign-ins count towards the lockout like the login page's.
 * ``GET/POST /api/tokens/``, ``GET/DELETE /api/tokens/{id}/``, ``POST /api/tokens/{id}/revoke/``: the
-  caller's own tokens (session or token authentication).
+  caller's own tokens (session or token authentication). Revoking keeps the token listed as revoked; deleting
+  revokes it and forgets it (a 404 afterwards).
 
 Answers that carry a secret have ``Cache-Control: no-store``."""
 
 from django.contrib.auth import authenticate
 from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import exceptions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gpuportal.api import RequestSerializer, TextPattern, text_field, whole_number_field
+
 from . import tokens
 from .models import ApiToken
+
+
+class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    """The schema's word for ``authentication.ApiTokenAuthentication``: a bearer token."""
+
+    target_class = "accounts.authentication.ApiTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": (
+            "An API token: Authorization: Bearer gpt_... (the keyword Token works too). Get one from "
+            "POST /api/auth/token/ or the token page; it expires, and can be revoked.")}
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
@@ -48,27 +64,57 @@ def _created(token, secret) -> Response:
     return response
 
 
-NEW_TOKEN_REQUEST = inline_serializer("NewTokenRequest", {
-    "name": serializers.CharField(), "days": serializers.IntegerField(required=False)})
+class NewTokenRequestSerializer(RequestSerializer):
+    """A token's name and lifetime; the longest lifetime is the ``API_TOKENS`` setting's, read when asked."""
+
+    name = text_field(tokens.NAME_MAX_LENGTH, help_text="What uses it, e.g. \"CI pipeline\".")
+
+    def get_fields(self):
+        fields = super().get_fields()
+        conf = tokens.token_settings()
+        fields["days"] = whole_number_field(1, conf["MAX_DAYS"], required=False, allow_null=True, help_text=(
+            f"How long it is valid; {conf['DEFAULT_DAYS']} days when left out."))
+        return fields
+
+
+class SignInSerializer(RequestSerializer):
+    username = text_field(150)
+    password = serializers.CharField(max_length=4096, trim_whitespace=False, style={"input_type": "password"},
+                                     validators=[TextPattern(blank=True, message="")])
+    name = text_field(tokens.NAME_MAX_LENGTH, required=False, help_text="The new token's name; \"API sign-in\" "
+                                                                      "when left out.")
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["days"] = NewTokenRequestSerializer().get_fields()["days"]
+        return fields
 
 
 class ApiTokenViewSet(viewsets.ReadOnlyModelViewSet):
     """The caller's API tokens, newest first; another user's token is 404."""
 
+    queryset = ApiToken.objects.none()  # the schema's model; get_queryset gives the caller's
     serializer_class = ApiTokenSerializer
     pagination_class = None
+    filter_backends: list = []
+    lookup_value_regex = r"[0-9]+"
 
     def get_queryset(self):
         return ApiToken.objects.filter(user=self.request.user)
 
-    @extend_schema(request=NEW_TOKEN_REQUEST, responses={201: NewTokenSerializer})
+    @extend_schema(request=NewTokenRequestSerializer, responses={201: NewTokenSerializer})
     def create(self, request):
-        name, days = tokens.clean_request(request.data)
+        body = NewTokenRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        name, days = tokens.clean_request(body.validated_data)
         return _created(*tokens.issue(request.user, name, days))
 
     @extend_schema(request=None, responses={204: None})
     def destroy(self, request, pk=None):
-        tokens.revoke(self.get_object())
+        """Revoke the token and forget it: it stops working at once and is no longer listed."""
+        token = self.get_object()
+        tokens.revoke(token)
+        token.delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=None, responses={200: ApiTokenSerializer})
@@ -85,19 +131,20 @@ class ObtainTokenView(APIView):
     permission_classes = [AllowAny]
     authentication_classes = []
 
-    @extend_schema(request=inline_serializer("ObtainTokenRequest", {
-        "username": serializers.CharField(), "password": serializers.CharField(),
-        "name": serializers.CharField(required=False), "days": serializers.IntegerField(required=False)}),
-        responses={200: NewTokenSerializer})
+    error_descriptions = {"400": "The body does not match the schema, or the username and password do not sign "
+                                 "in (non_field_errors)."}
+
+    @extend_schema(request=SignInSerializer, responses={200: NewTokenSerializer}, examples=[
+        OpenApiExample("Sign in from a laptop", request_only=True, value={
+            "username": "alice", "password": "demo", "name": "laptop", "days": 30})])
     def post(self, request):
-        errors = {field: [_("This field is required.")] for field in ("username", "password")
-                  if not isinstance(request.data.get(field), str) or not request.data.get(field)}
-        if errors:
-            raise exceptions.ValidationError(errors)
-        name, days = tokens.clean_request({"name": request.data.get("name") or _("API sign-in"),
-                                           "days": request.data.get("days")})
+        body = SignInSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        name, days = tokens.clean_request({"name": body.validated_data.get("name") or _("API sign-in"),
+                                           "days": body.validated_data.get("days")})
         # The Django request, not DRF's wrapper: axes marks a locked-out request on it for its middleware.
-        user = authenticate(request._request, username=request.data["username"], password=request.data["password"])
+        user = authenticate(request._request, username=body.validated_data["username"],
+                            password=body.validated_data["password"])
         if user is None or not user.is_active:
             raise exceptions.ValidationError({"non_field_errors": [_("Unable to log in with these credentials.")]})
         response = _created(*tokens.issue(user, name, days))

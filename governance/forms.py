@@ -17,7 +17,8 @@ KIND_CHOICES = [(k.value, k.label) for k in RequestKind if k != RequestKind.ADMI
 class RequestForm(forms.Form):
     kind = forms.ChoiceField(label=_("What do you ask for?"), choices=KIND_CHOICES)
     justification = forms.CharField(label=_("Justification"), widget=forms.Textarea(attrs={"rows": 4}),
-                                    required=False, help_text=_("Why, for whom, until when: approvers decide from it."))
+                                    required=False, max_length=services.MAX_JUSTIFICATION,
+                                    help_text=_("Why, for whom, until when: approvers decide from it."))
     job = forms.CharField(label=_("Job id"), required=False,
                           help_text=_("Higher priority and longer runtime: the job concerned."))
     task_type = forms.ChoiceField(label=_("Wanted task type"), required=False,
@@ -26,7 +27,7 @@ class RequestForm(forms.Form):
                                           help_text=_("Longer runtime: up to 43200 (30 days)."))
     tenant = forms.ChoiceField(label=_("Tenant"), required=False,
                                help_text=_("Burst, reservation and quota: the tenant concerned."))
-    gpu_model = forms.CharField(label=_("GPU model"), required=False)
+    gpu_model = forms.CharField(label=_("GPU model"), required=False, max_length=64)
     gpus = forms.CharField(label=_("GPUs"), required=False, help_text=_("Burst: GPUs above the limit; reservation: "
                                                                        "GPUs held for the tenant."))
     start = forms.CharField(label=_("From"), required=False,

@@ -15,13 +15,12 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.validation import whole_number
+from gpuportal.validation import moment, whole_number
 from scheduling import job_actions
 from scheduling.models import Job, JobStatus, TaskType
 from scheduling.tasks import request_scheduling_pass
@@ -36,7 +35,7 @@ K = RequestKind
 #: Longest max runtime a runtime extension may ask for (30 days), and the longest burst or reservation.
 MAX_EXTENDED_RUNTIME_MINUTES = 30 * 24 * 60
 MAX_WINDOW = timedelta(days=90)
-MIN_JUSTIFICATION = 10
+MIN_JUSTIFICATION, MAX_JUSTIFICATION = 10, 5000
 PLATFORM_KINDS = (K.BURST, K.RESERVATION, K.QUOTA)
 
 
@@ -46,17 +45,6 @@ def requests_for(user):
 
 
 # --- submitting --------------------------------------------------------------------------------------------
-
-
-def _time(data, name, errors, label):
-    raw = data.get(name)
-    value = parse_datetime(str(raw)) if raw not in (None, "") else None
-    if value is None:
-        errors[name] = _("%(label)s: give a date and time such as 2026-12-01T09:00.") % {"label": label}
-        return None
-    if timezone.is_naive(value):
-        value = timezone.make_aware(value)
-    return value
 
 
 def _job(user, data, errors):
@@ -101,7 +89,7 @@ def _gpu_model(data, errors):
 
 
 def _window(data, errors, now):
-    start, end = _time(data, "start", errors, _("Start")), _time(data, "end", errors, _("End"))
+    start, end = moment(errors, data, "start", _("Start")), moment(errors, data, "end", _("End"))
     if start and end:
         if end <= start:
             errors["end"] = _("End must be after the start.")
@@ -124,7 +112,10 @@ def validate_request(user, data) -> tuple[dict, dict]:
     if len(justification) < MIN_JUSTIFICATION:
         errors["justification"] = _("Say why, in at least %(n)d characters: approvers decide from it.") % {
             "n": MIN_JUSTIFICATION}
-    fields = {"kind": kind, "justification": justification[:5000]}
+    elif len(justification) > MAX_JUSTIFICATION:
+        errors["justification"] = _("At most %(n)d characters (got %(got)d).") % {
+            "n": MAX_JUSTIFICATION, "got": len(justification)}
+    fields = {"kind": kind, "justification": justification}
     if kind in (K.PRIORITY, K.RUNTIME_EXTENSION):
         job = _job(user, data, errors)
         fields.update(job=job, tenant=job.tenant if job else None)

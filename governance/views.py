@@ -42,7 +42,7 @@ def request_new(request):
             messages.success(request, _("Request #%(id)d sent to %(who)s.") % {
                 "id": created.pk, "who": created.get_scope_display().lower()})
             return redirect("governance:request-detail", pk=created.pk)
-    return render(request, "governance/request_form.html", {"form": form})
+    return render(request, "governance/request_form.html", {"form": form}, status=400 if form.errors else 200)
 
 
 @login_required

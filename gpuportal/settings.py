@@ -66,6 +66,7 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "gpuportal.validation.InputPolicyMiddleware",  # NUL in a path, query or form: 400 naming the field (issue 13)
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "accounts.timezones.TimeZoneMiddleware",  # each person's time zone, from the session (issue 14, part 6)
@@ -184,8 +185,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "gpuportal.api.StandardPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["gpuportal.validation.ContractFilterBackend"],
+    # Issue 13: the API as a contract. Bodies are one JSON object (anything else is a 400 or a 415); the schema
+    # lists every error an operation answers; errors are field maps (400, 409, 422) or {"detail"}.
+    "DEFAULT_PARSER_CLASSES": ["gpuportal.validation.JSONObjectParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    "DEFAULT_SCHEMA_CLASS": "gpuportal.schema.ContractSchema",
     "EXCEPTION_HANDLER": "gpuportal.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -197,6 +202,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Request bodies get their own components: read-only fields are not asked for, write limits are shown.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "gpuportal.schema.add_links"],
+    "ENUM_NAME_OVERRIDES": {"TopologyEnum": "scheduling.models.Topology",
+                            "JobStatusEnum": "scheduling.models.JobStatus"},
+    # A running job reports with its own token (POST /api/jobs/{id}/report/), an agent with its node's.
+    "APPEND_COMPONENTS": {"securitySchemes": {
+        "jobToken": {"type": "http", "scheme": "bearer", "description": (
+            "The job's own token, GPUPORTAL_JOB_TOKEN in its environment; valid while that attempt runs.")},
+        "agentToken": {"type": "http", "scheme": "bearer", "description": (
+            "The node's agent token (issued on the node's page in the inventory), for POST /api/agents/register/.")}}},
 }
 
 # Celery. Embedded mode has no broker: tasks run eagerly in the calling process, and the scheduler loop

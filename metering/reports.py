@@ -22,6 +22,7 @@ from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.dates import day_start, local_day, month_start, next_month
+from gpuportal.validation import calendar_month
 from scheduling.models import FailureCategory
 from tenants.models import Project, Quota, Tenant
 
@@ -50,12 +51,9 @@ def percentile(values, q: float):
 
 
 def parse_month(text: str) -> date:
-    """``YYYY-MM`` -> the first day of that month; ValueError naming the expected form otherwise."""
-    try:
-        parsed = datetime.strptime(text, "%Y-%m").date()
-    except (TypeError, ValueError):
-        raise ValueError(_("month must look like 2026-10 (YYYY-MM), not %(value)r.") % {"value": text}) from None
-    return parsed
+    """``YYYY-MM`` -> the first day of that month; ValueError naming the expected form (and the years a month
+    may have: ``9999-12`` has no next month) otherwise."""
+    return calendar_month(text)
 
 
 def is_closed(month: date, now: datetime | None = None) -> bool:

@@ -22,6 +22,9 @@ from .forms import JobSubmitForm
 from .models import Job
 from .progress import estimated_finish, run_deadline
 
+#: The longest cancel reason the page takes (as the API's CancelSerializer).
+CANCEL_REASON_MAX = 500
+
 
 def _jobs(user):
     return Job.objects.visible_to(user).for_listing()
@@ -79,15 +82,20 @@ def job_submit(request):
         if job is not None:
             messages.success(request, _("Job #%(id)d submitted.") % {"id": job.pk})
             return redirect("scheduling:job-detail", pk=job.pk)
-    return render(request, "scheduling/job_form.html", {"form": form})
+    return render(request, "scheduling/job_form.html", {"form": form}, status=400 if form.errors else 200)
 
 
 @login_required
 @require_POST
 def job_cancel(request, pk):
     job = get_object_or_404(_jobs(request.user), pk=pk)
+    reason = request.POST.get("reason", "").strip()
+    if len(reason) > CANCEL_REASON_MAX:  # refused, never cut: what is stored is what was written
+        messages.error(request, _("Reason: at most %(max)d characters (got %(n)d); the job was not cancelled.") % {
+            "max": CANCEL_REASON_MAX, "n": len(reason)})
+        return redirect("scheduling:job-detail", pk=job.pk)
     try:
-        job_actions.cancel_job(request.user, job, request.POST.get("reason", "").strip()[:500])
+        job_actions.cancel_job(request.user, job, reason)
         messages.success(request, _("Job #%(id)d cancelled.") % {"id": job.pk})
     except (ValidationError, PermissionDenied) as exc:
         messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))

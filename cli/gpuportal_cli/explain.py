@@ -33,6 +33,10 @@ def _waiting(job: dict) -> list[str]:
         lines.append(_("Queue position: %(cluster)s in the cluster, %(tenant_position)s in tenant %(tenant)s.") % {
             "cluster": job["queue_position"], "tenant_position": render.cell(job.get("tenant_queue_position")),
             "tenant": job.get("tenant")})
+    if job.get("earliest_start") and job.get("latest_start"):
+        lines.append(_("Likely start: between %(early)s and %(late)s (estimate %(start)s).") % {
+            "early": render.when(job["earliest_start"]), "late": render.when(job["latest_start"]),
+            "start": render.when(job["estimated_start"])})
     if job.get("estimated_start"):
         lines.append(_("Estimated start: about %(start)s; it ends by %(end)s at the latest (max runtime %(max)s "
                        "min).") % {"start": render.when(job["estimated_start"]),

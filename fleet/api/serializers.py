@@ -5,8 +5,12 @@ import socket
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
+
+from gpuportal.api import RequestSerializer, text_field
 
 
 class GPUSerializer(serializers.Serializer):
@@ -93,14 +97,21 @@ def agent_url_problem(url: str) -> str:
     return ""
 
 
-class AgentRegistrationSerializer(serializers.Serializer):
+#: The shape of an agent URL, for the schema: http(s), a host (no user or password), an optional path.
+AGENT_URL_PATTERN = RegexValidator(r"^https?://[^\s/?#@]+(/\S*)?$", message=gettext_lazy(
+    "The agent URL must be http(s)://host[:port] without user or password."))
+
+
+class AgentRegistrationSerializer(RequestSerializer):
     """The agent's announcement. The URL's shape is checked here; whether its address may be polled
     (``agent_url_problem``) is checked by the view after the token, so anonymous callers cause no DNS
     lookups. A plain field, not ``URLField``: node host names often have no dot."""
 
-    node = serializers.CharField(max_length=128)
-    url = serializers.CharField(max_length=255)
-    labels = serializers.DictField(child=serializers.CharField(max_length=64), required=False)
+    node = text_field(128, help_text="The node's name, as the portal knows it.")
+    url = text_field(255, validators=[AGENT_URL_PATTERN], help_text="Where the agent answers, e.g. "
+                                                                    "http://10.0.3.17:9400.")
+    labels = serializers.DictField(child=text_field(64, blank=True), required=False, help_text=(
+        "datacenter, rack, network (or network_domain): set while the node's are empty; other keys are ignored."))
 
     def validate_url(self, value: str) -> str:
         try:

@@ -9,6 +9,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gpuportal.validation import text_problem
+
 from .. import agent_tokens
 from ..models import Node, NodeEvent
 from .serializers import AgentRegistrationSerializer, NodeSerializer, agent_url_problem
@@ -28,15 +30,23 @@ class AgentRegistrationView(APIView):
 
     authentication_classes = []
     permission_classes = [AllowAny]
+    #: For the schema (gpuportal.schema): the node's token is checked before the body.
+    error_statuses = ("401",)
+    error_descriptions = {
+        "400": "The body does not match the schema, or the URL is one the portal may not poll (outside the agent "
+               "networks, link-local, loopback), or the labels would move the node (an admin's job).",
+        "401": "Unknown node or wrong agent token (the same answer for both)."}
 
-    @extend_schema(request=AgentRegistrationSerializer, responses={200: NodeSerializer})
+    @extend_schema(request=AgentRegistrationSerializer, responses={200: NodeSerializer}, auth=[{"agentToken": []}])
     def post(self, request):
-        body = AgentRegistrationSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
         scheme, _sep, token = request.headers.get("Authorization", "").partition(" ")
-        node = Node.objects.filter(name=body.validated_data["node"]).first()
+        name = request.data.get("node")
+        known = isinstance(name, str) and len(name) <= 128 and not text_problem(name)
+        node = Node.objects.filter(name=name).first() if known else None
         if scheme.lower() != "bearer" or node is None or not agent_tokens.verify(node, token.strip()):
             return Response({"detail": _("Unknown node or wrong agent token.")}, status=status.HTTP_401_UNAUTHORIZED)
+        body = AgentRegistrationSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
         problem = agent_url_problem(body.validated_data["url"])
         if problem:
             return Response({"url": [problem]}, status=status.HTTP_400_BAD_REQUEST)

@@ -1,8 +1,12 @@
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from fleet.catalogue import gpu_model_catalogue
+from gpuportal.api import RequestSerializer, choose_from, number_field, text_field, whole_number_field
 from gpuportal.serializers import CompiledRepresentationMixin
 
+from ..engine.reasons import WaitReason
 from ..models import Job, JobEvent, TaskType
 from ..submission import SUBMIT_FIELDS, SubmitField
 
@@ -26,7 +30,8 @@ class PlacementSerializer(serializers.Serializer):
 
 
 class JobEventSerializer(serializers.ModelSerializer):
-    actor = serializers.CharField(source="actor.username", default=None, read_only=True)
+    actor = serializers.CharField(source="actor.username", default=None, read_only=True, allow_null=True,
+                                  help_text="Who caused it; null for the portal itself.")
 
     class Meta:
         model = JobEvent
@@ -49,6 +54,11 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
     queue_position = serializers.IntegerField(read_only=True, allow_null=True)
     tenant_queue_position = serializers.IntegerField(read_only=True, allow_null=True)
     estimated_start = serializers.DateTimeField(read_only=True, allow_null=True)
+    earliest_start = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="The likely start range's beginning (null: unknown).")
+    latest_start = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="The likely start range's end: calibrated on trace replays so "
+                                                   "that most jobs start between the two (README).")
     cpus_per_node = serializers.SerializerMethodField()
     memory_gb_per_node = serializers.SerializerMethodField()
 
@@ -58,8 +68,8 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
             "id", "tenant", "project", "owner", "name", "task_type", "priority", "gpu_model", "gpus_per_node",
             "nodes", "total_gpus", "gpu_share", "topology", "cpus_per_node", "memory_gb_per_node", "image", "command",
             "max_runtime_minutes", "status", "queue_position", "tenant_queue_position", "wait_reason",
-            "estimated_start", "failure", "exit_code", "placement", "held_by", "retry_count",
-            "requeue_on_preemption", "submitted_at", "admitted_at", "started_at", "finished_at",
+            "estimated_start", "earliest_start", "latest_start", "failure", "exit_code", "placement", "held_by",
+            "retry_count", "requeue_on_preemption", "submitted_at", "admitted_at", "started_at", "finished_at",
         ]
         read_only_fields = fields
 
@@ -100,28 +110,113 @@ class JobDetailSerializer(JobSerializer):
         read_only_fields = fields
 
 
+#: Bounds of the submit fields the declaration leaves open (they depend on the fleet: the service answers 422
+#: past what the GPU model's nodes have); PostgreSQL's integer for whole numbers.
+OPEN_INT_MAX = 2 ** 31 - 1
+OPEN_FLOAT_MAX = 1e9
+
+
 def _submit_field(spec: SubmitField) -> serializers.Field:
-    common = {"required": spec.required, "help_text": spec.help_text}
+    optional = {} if spec.required or spec.default is None else {"default": spec.default}
+    common = {"required": spec.required, "help_text": spec.help_text, **optional}
+    nullable = not spec.required and spec.default is None
     if spec.kind == "int":
-        return serializers.IntegerField(min_value=spec.min_value, max_value=spec.max_value, **common)
+        return whole_number_field(int(spec.min_value or 0), int(spec.max_value or OPEN_INT_MAX), allow_null=nullable,
+                                  **common)
     if spec.kind == "float":
-        return serializers.FloatField(min_value=spec.min_value, max_value=spec.max_value, **common)
+        return number_field(spec.min_value or 0, spec.max_value or OPEN_FLOAT_MAX, allow_null=nullable, **common)
     if spec.kind == "choice":
         return serializers.ChoiceField(choices=[value for value, _label in spec.choices], **common)
     if spec.kind == "bool":
         return serializers.BooleanField(**common)
-    return serializers.CharField(max_length=spec.max_length, allow_blank=not spec.required, **common)
+    return text_field(spec.max_length, blank=not spec.required, label=spec.label, allow_null=nullable, **common)
 
 
-#: What `POST /api/jobs/` takes, for the OpenAPI schema: built from ``submission.SUBMIT_FIELDS``, the same
-#: declaration as the page's form; ``submission.validate_job_request`` checks it.
-JobSubmitSerializer = type("JobSubmitSerializer", (serializers.Serializer,), {
-    "__doc__": "What `POST /api/jobs/` takes (one declaration with the submit form).",
+class JobSubmitFields(RequestSerializer):
+    """The task type and GPU model are those the portal has when asked (the schema lists them)."""
+
+    def get_fields(self):
+        fields = super().get_fields()
+        choose_from(fields, "task_type", TaskType.objects.values_list("code", flat=True), _("task type"))
+        choose_from(fields, "gpu_model", gpu_model_catalogue(), _("GPU model"))
+        return fields
+
+
+#: What `POST /api/jobs/` takes: built from ``submission.SUBMIT_FIELDS`` (one declaration with the submit form);
+#: ``submission.validate_job_request`` then applies the rules that depend on the fleet and the caller (422).
+JobSubmitSerializer = type("JobSubmitSerializer", (JobSubmitFields,), {
+    "__doc__": "What `POST /api/jobs/` takes (one declaration with the submit form).", "__module__": __name__,
     **{spec.name: _submit_field(spec) for spec in SUBMIT_FIELDS}})
 
 
-class CancelSerializer(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=500)
+class CancelSerializer(RequestSerializer):
+    reason = text_field(500, required=False, blank=True, help_text="Why; shown on the job's timeline.")
+
+
+class JobActionSerializer(RequestSerializer):
+    """Hold and release take no fields; a body, when sent, must still be a JSON object."""
+
+
+class CheckpointReportSerializer(RequestSerializer):
+    path = text_field(1000, help_text="Where the checkpoint is, e.g. /data/ckpt/12000.pt.")
+    size_bytes = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True)
+    step = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True,
+                              help_text="The step it was taken at; the report's step when left out.")
+
+
+class ArtifactReportSerializer(RequestSerializer):
+    name = text_field(200, help_text="Reporting a name again replaces its URI.")
+    uri = text_field(1000)
+    size_bytes = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True)
+
+
+class JobReportSerializer(RequestSerializer):
+    """What a running job reports about itself (``POST /api/jobs/{id}/report/``); every field is optional."""
+
+    step = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True, help_text="Steps done (at most total).")
+    total = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True, help_text="Steps in all.")
+    message = text_field(500, required=False, blank=True, help_text="A line for the job page.")
+    checkpoint = CheckpointReportSerializer(required=False, allow_null=True)
+    artifacts = serializers.ListField(child=ArtifactReportSerializer(), required=False, max_length=50,
+                                      help_text="At most 50 a report.")
+
+    def validate(self, attrs):
+        if attrs.get("step") is not None and attrs.get("total") is not None and attrs["step"] > attrs["total"]:
+            raise serializers.ValidationError({"step": _("step (%(s)d) is beyond total (%(t)d).") % {
+                "s": attrs["step"], "t": attrs["total"]}})
+        return attrs
+
+
+class JobReportAnswerSerializer(serializers.Serializer):
+    job = serializers.IntegerField()
+    step = serializers.IntegerField(allow_null=True)
+    total = serializers.IntegerField(allow_null=True)
+    checkpoints = serializers.IntegerField(help_text="Checkpoints reported so far.")
+    artifacts = serializers.IntegerField(help_text="Artifacts reported so far.")
+
+
+class QueueRowSerializer(serializers.Serializer):
+    """One waiting job of the cluster queue; another tenant's job shows only its tenant, size and reason."""
+
+    position = serializers.IntegerField(allow_null=True)
+    tenant = serializers.CharField()
+    job = serializers.IntegerField(allow_null=True, help_text="The job's id; null for another tenant's job.")
+    size = serializers.CharField(help_text="Nodes x GPUs and model, e.g. 2 x 8 H100.")
+    task_type = serializers.CharField()
+    priority = serializers.IntegerField()
+    wait_reason = serializers.ChoiceField(choices=[*WaitReason, ""], allow_blank=True)
+    message = serializers.CharField(allow_null=True, help_text="Why it waits, in a sentence; null for another "
+                                                               "tenant's job.")
+    estimated_start = serializers.DateTimeField(allow_null=True)
+
+
+class FairShareSerializer(serializers.Serializer):
+    tenant = serializers.CharField()
+    weight = serializers.FloatField()
+    fair_share = serializers.FloatField(help_text="Share of the cluster the weights give the tenant (0 to 1).")
+    usage_gpu_hours = serializers.FloatField(help_text="Decayed GPU-hours used.")
+    usage_share = serializers.FloatField(help_text="Share of all decayed usage (0 to 1).")
+    running_gpus = serializers.FloatField()
 
 
 class QuotaUseSerializer(serializers.Serializer):

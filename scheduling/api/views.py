@@ -1,14 +1,12 @@
-from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from rest_framework import generics, mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
-from rest_framework.exceptions import ValidationError as ApiValidationError
+from rest_framework.exceptions import NotAuthenticated, PermissionDenied
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from gpuportal.api import IDEMPOTENCY_KEY, StandardPagination
+from gpuportal.api import IDEMPOTENCY_KEY
 from gpuportal.idempotency import idempotent
 
 from .. import job_actions, job_tokens, progress, queries, submission
@@ -16,12 +14,31 @@ from ..filtersets import JobFilterSet
 from ..models import Job, TaskType
 from .serializers import (
     CancelSerializer,
+    FairShareSerializer,
     JobDetailSerializer,
+    JobReportAnswerSerializer,
+    JobReportSerializer,
     JobSerializer,
     JobSubmitSerializer,
+    QueueRowSerializer,
     QuotaUseSerializer,
     TaskTypeSerializer,
 )
+
+#: The schema's examples of a submission (Schemathesis sends them too).
+SUBMIT_EXAMPLES = [
+    OpenApiExample("One A100 for a research run", request_only=True, value={
+        "project": "vision/detection", "task_type": "research", "gpu_model": "A100", "gpus_per_node": 1,
+        "image": "registry.local/pytorch:2.4-cuda12", "command": "python train.py --epochs 10",
+        "max_runtime_minutes": 120}),
+    OpenApiExample("Two nodes of 8 H100 in one network domain", request_only=True, value={
+        "tenant": "nlp", "project": "llm-pretrain", "name": "pretrain-7b", "task_type": "training",
+        "gpu_model": "H100", "gpus_per_node": 8, "nodes": 2, "topology": "same_network_domain",
+        "image": "registry.local/megatron:24.05", "command": "torchrun pretrain.py"}),
+    OpenApiExample("A quarter of an L40S for a notebook", request_only=True, value={
+        "task_type": "notebook", "gpu_model": "L40S", "gpus_per_node": 1, "gpu_share": 0.25,
+        "image": "registry.local/jupyter:cuda12"}),
+]
 
 
 def job_queryset(user):
@@ -43,10 +60,13 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
 
-    @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer}, parameters=[IDEMPOTENCY_KEY])
+    @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer}, parameters=[IDEMPOTENCY_KEY],
+                   examples=SUBMIT_EXAMPLES)
     @idempotent
     def create(self, request):
-        job = submission.submit_job(request.user, request.data)
+        body = JobSubmitSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = submission.submit_job(request.user, body.validated_data)
         job = get_object_or_404(self.get_queryset().prefetch_related("events__actor"), pk=job.pk)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
@@ -59,7 +79,6 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         job_actions.cancel_job(request.user, job, body.validated_data.get("reason", ""))
         job = get_object_or_404(self.get_queryset().prefetch_related("events__actor"), pk=job.pk)
         return Response(JobDetailSerializer(job).data)
-
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
@@ -74,15 +93,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
 
 
-class QuotaUsageView(APIView):
+class QuotaUsageView(generics.ListAPIView):
     """Quota per tenant and GPU model with GPUs in use, for the caller's tenants."""
 
-    @extend_schema(responses=QuotaUseSerializer(many=True))
-    def get(self, request):
-        paginator = StandardPagination()
-        rows = queries.quota_usage(request.user)
-        page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response(QuotaUseSerializer(page, many=True).data)
+    serializer_class = QuotaUseSerializer
+    filter_backends: list = []
+
+    def get_queryset(self):
+        return queries.quota_usage(self.request.user)
 
 
 class TaskTypeViewSet(viewsets.ReadOnlyModelViewSet):
@@ -93,46 +111,70 @@ class TaskTypeViewSet(viewsets.ReadOnlyModelViewSet):
     lookup_field = "code"
 
 
-class QueueView(APIView):
+class QueueView(generics.ListAPIView):
     """The cluster queue in order; other tenants' jobs show only their tenant, size and reason code."""
 
-    def get(self, request):
-        rows = [{"position": r["position"], "tenant": r["tenant"], "job": r["id"], "size": r["size"],
+    serializer_class = QueueRowSerializer
+    filter_backends: list = []
+
+    @extend_schema(parameters=[OpenApiParameter(
+        "cluster", str, required=False, description="Only the queue of this cluster (every cluster's when absent "
+                                                    "or unknown).")])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        return [{"position": r["position"], "tenant": r["tenant"], "job": r["id"], "size": r["size"],
                  "task_type": r["task_type"], "priority": r["priority"], "wait_reason": r["reason"],
                  "message": r["message"] or None, "estimated_start": r["estimated_start"]}
-                for r in queries.cluster_queue(request.user, request.query_params.get("cluster"))]
-        paginator = StandardPagination()
-        page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response(page)
+                for r in queries.cluster_queue(self.request.user, self.request.query_params.get("cluster"))]
 
 
-class FairShareView(APIView):
-    """Each tenant's weight, fair share, decayed usage (GPU-hours) and running GPUs."""
+class FairShareView(generics.ListAPIView):
+    """Each tenant's weight, fair share, decayed usage (GPU-hours) and running GPUs (one list, not paged)."""
 
-    def get(self, request):
-        return Response([{"tenant": s.tenant, "weight": s.weight, "fair_share": round(s.fair_share, 4),
-                          "usage_gpu_hours": s.usage_gpu_hours, "usage_share": round(s.usage_share, 4),
-                          "running_gpus": s.running_gpus} for s in queries.fair_share_report()])
+    serializer_class = FairShareSerializer
+    filter_backends: list = []
+    pagination_class = None
+
+    def get_queryset(self):
+        return [{"tenant": s.tenant, "weight": s.weight, "fair_share": round(s.fair_share, 4),
+                 "usage_gpu_hours": s.usage_gpu_hours, "usage_share": round(s.usage_share, 4),
+                 "running_gpus": s.running_gpus} for s in queries.fair_share_report()]
 
 
-class JobReportView(APIView):
+class JobReportView(generics.GenericAPIView):
     """``POST /api/jobs/{id}/report/`` from inside a job: progress (``step``, ``total``, ``message``), a
     ``checkpoint`` (``path``, ``size_bytes``, ``step``) and ``artifacts`` (``name``, ``uri``, ``size_bytes``).
     Authenticated by the job's own token (``Authorization: Bearer $GPUPORTAL_JOB_TOKEN``), valid for that job
-    while it runs; any other token, or an ended job, is 403."""
+    while it runs; any other token, or an ended job, is 403. Nothing is stored when a field is wrong."""
 
     authentication_classes: list = []
     permission_classes: list = []
+    serializer_class = JobReportSerializer
+    #: Statuses the schema lists beyond the defaults (gpuportal.schema): no token, a token that is not the job's.
+    error_statuses = ("401", "403")
+    error_descriptions = {"401": "No Authorization header: send the job's token.",
+                          "403": "Not the token of this job's running attempt (or the job has ended)."}
 
-    @extend_schema(request=None, responses={200: None})
+    @extend_schema(responses={200: JobReportAnswerSerializer}, auth=[{"jobToken": []}], examples=[
+        OpenApiExample("Progress and a checkpoint", request_only=True, value={
+            "step": 12000, "total": 50000, "message": "epoch 4",
+            "checkpoint": {"path": "/data/ckpt/12000.pt", "size_bytes": 2147483648, "step": 12000},
+            "artifacts": [{"name": "metrics", "uri": "s3://runs/42/metrics.json"}]})])
     def post(self, request, pk):
-        token = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
+        if not request.META.get("HTTP_AUTHORIZATION"):
+            raise NotAuthenticated(_("Send the job's token: Authorization: Bearer $GPUPORTAL_JOB_TOKEN."))
+        token = request.META["HTTP_AUTHORIZATION"].removeprefix("Bearer ").strip()
         job = Job.objects.filter(pk=pk).first()
         if job is None or not job_tokens.verify(job, token):
             raise PermissionDenied("invalid or expired job token")
-        try:
-            job = progress.record_report(job, request.data)
-        except ValidationError as exc:
-            raise ApiValidationError(exc.message_dict) from None
-        return Response({"job": job.pk, "step": job.progress_step, "total": job.progress_total,
-                         "checkpoints": job.checkpoints.count(), "artifacts": job.artifacts.count()})
+        body = JobReportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = progress.record_report(job, {k: v for k, v in body.validated_data.items() if v is not None})
+        return Response(JobReportAnswerSerializer({
+            "job": job.pk, "step": job.progress_step, "total": job.progress_total,
+            "checkpoints": job.checkpoints.count(), "artifacts": job.artifacts.count()}).data)
+
+    def get_authenticate_header(self, request):
+        return "Bearer"  # a missing token is a 401 that says which scheme, not a 403

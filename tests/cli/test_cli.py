@@ -102,6 +102,7 @@ def test_submit_by_flags_and_by_job_file_then_list_show_and_why(cli, tmp_path):
     why = cli("why", job_id).out
     assert f"Job {job_id} (from-file, 1 x 8 A100, tenant vision) is queued." in why
     assert "Tenant vision uses 16 of its 16 A100 GPUs" in why and "Estimated start: about" in why
+    assert "Likely start: between " in why  # the calibrated range (issue 14, part 5)
     shown = cli("show", job_id).out
     assert "Timeline:" in shown and "Submitted by alice" in shown and "registry.local/pytorch:2.4" in shown
     detail = cli("--json", "show", job_id).json  # --json before the command works too
@@ -137,7 +138,7 @@ def test_hold_release_and_cancel(cli, users):
     assert cancelled.code == 0 and "is cancelled." in cancelled.out and "wrong dataset" in cancelled.out
     assert Job.objects.get(pk=job_id).status == JobStatus.CANCELLED
     again = cli("cancel", job_id)
-    assert again.code == 1 and "HTTP 400" in again.err
+    assert again.code == 1 and "HTTP 422" in again.err
     missing = cli("why", "999999")
     assert missing.code == 4 and "Job 999999 was not found" in missing.err
     assert cli("hold", "999999").code == 4
@@ -213,7 +214,7 @@ def test_errors_name_the_cause_and_exit_with_their_code(cli, monkeypatch):
     assert "gpus_per_node: 16 GPUs per node is more than any A100 node has (at most 8)." in refused.err
     as_json = cli("submit", *SUBMIT, "--gpus-per-node", "16", "--json")
     error = as_json.json["error"]
-    assert (as_json.code, error["exit_code"], error["status"]) == (1, 1, 400) and "gpus_per_node" in error["detail"]
+    assert (as_json.code, error["exit_code"], error["status"]) == (1, 1, 422) and "gpus_per_node" in error["detail"]
     assert not Job.objects.exists()
 
     login = ("login", "-u", "alice", "--password-stdin")

@@ -113,11 +113,11 @@ def test_quota_request_is_for_tenant_admins_and_changes_the_quota(users, api):
     by_alice = api("alice").post("/api/priority-requests/", {
         "kind": "quota", "tenant": "vision", "gpu_model": "H100", "guaranteed": 16, "limit": 24,
         "justification": "We grew from 4 to 9 researchers."}, format="json")
-    assert by_alice.status_code == 400 and "tenant" in by_alice.json()
+    assert by_alice.status_code == 422 and "tenant" in by_alice.json()
     bad = api("frank").post("/api/priority-requests/", {
         "kind": "quota", "tenant": "nlp", "gpu_model": "H100", "guaranteed": 30, "limit": 20,
         "justification": "Two new pretraining projects."}, format="json")
-    assert bad.status_code == 400 and "limit" in bad.json()
+    assert bad.status_code == 422 and "limit" in bad.json()
     created = api("frank").post("/api/priority-requests/", {
         "kind": "quota", "tenant": "nlp", "gpu_model": "H100", "guaranteed": 20, "limit": 28,
         "justification": "Two new pretraining projects."}, format="json").json()

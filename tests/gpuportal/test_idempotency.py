@@ -41,9 +41,9 @@ def test_a_reused_key_with_another_body_or_a_bad_key_is_refused(api, users):
 
 def test_an_error_is_not_remembered(api, users):
     refused = api("alice").post("/api/jobs/", job_payload(gpus_per_node=99), format="json", HTTP_IDEMPOTENCY_KEY="e")
-    assert refused.status_code == 400 and "gpus_per_node" in refused.json()
+    assert refused.status_code == 422 and "gpus_per_node" in refused.json()
     assert api("alice").post("/api/jobs/", job_payload(gpus_per_node=99), format="json",
-                             HTTP_IDEMPOTENCY_KEY="e").status_code == 400
+                             HTTP_IDEMPOTENCY_KEY="e").status_code == 422
     assert Job.objects.count() == 0
 
 

@@ -92,7 +92,7 @@ def test_submit_form_bad_input_names_field_and_keeps_what_was_typed(client, user
     response = client.post("/jobs/new/", {"project": "vision/detection", "task_type": "research",
                                           "gpu_model": "A100", "gpus_per_node": "12", "nodes": "1", "image": "",
                                           "command": "python keep-me.py --lr 3e-4", "name": "my-typed-name"})
-    assert response.status_code == 200
+    assert response.status_code == 400
     html = response.content.decode()
     assert 'id="error-gpus_per_node"' in html and "more than any A100 node has (at most 8)" in html
     assert 'id="error-image"' in html and "Image is required" in html

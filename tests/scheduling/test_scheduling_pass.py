@@ -109,7 +109,7 @@ def test_queue_page_anonymises_other_tenants(client, users, api):
 def test_submit_rejects_what_can_never_fit_and_bad_shapes(api):
     client = api("alice")
     never = client.post("/api/jobs/", job_payload(gpus_per_node=8, nodes=5), format="json")
-    assert never.status_code == 400 and "nodes" in never.json()
+    assert never.status_code == 422 and "nodes" in never.json()
     share = client.post("/api/jobs/", job_payload(gpus_per_node=2, gpu_share=0.5), format="json")
     assert "A GPU share below 1 needs exactly 1 GPU on 1 node." in share.json()["gpu_share"][0]
     topo = client.post("/api/jobs/", job_payload(nodes=2, topology="same_node"), format="json")

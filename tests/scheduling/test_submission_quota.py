@@ -1,5 +1,6 @@
 """What could never run is refused at submission (issue 14, part 3): a model the tenant has no quota for, or
-more GPUs than its effective limit — a 400 naming the field, with the numbers and where to ask for quota."""
+more GPUs than its effective limit — a 422 (API; 400 on the page) naming the field, with the numbers and where
+to ask for quota."""
 
 from datetime import timedelta
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_model_without_quota_is_refused_with_a_link_to_ask(api):
     response = api("erin").post("/api/jobs/", job_payload(tenant="speech", project="asr", gpu_model="H100"),
                                 format="json")
-    assert response.status_code == 400, response.content
+    assert response.status_code == 422, response.content
     message = response.json()["gpu_model"][0]
     assert "speech has no quota for H100" in message
     assert "/requests/new/?kind=quota&tenant=speech&gpu_model=H100" in message
@@ -26,7 +27,7 @@ def test_a_model_without_quota_is_refused_with_a_link_to_ask(api):
 def test_more_than_the_limit_is_refused_naming_the_numbers(api):
     client = api("alice")
     response = client.post("/api/jobs/", job_payload(gpus_per_node=8, nodes=3), format="json")
-    assert response.status_code == 400, response.content
+    assert response.status_code == 422, response.content
     assert "needs 24 A100 GPUs but tenant vision may hold at most 16" in response.json()["nodes"][0]
     assert not Job.objects.exists()
     # Exactly the limit may wait for its turn: it can run one day.
@@ -45,6 +46,6 @@ def test_the_form_says_the_same(client, users):
     client.login(username="erin", password="demo")
     response = client.post("/jobs/new/", {**job_payload(tenant="speech", project="asr", gpu_model="H100"),
                                           "project": "speech/asr"})
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "speech has no quota for H100" in response.content.decode()
     assert not Job.objects.exists()

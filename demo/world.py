@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 import uuid
-from datetime import timedelta
+from collections import defaultdict
+from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -19,8 +20,10 @@ from django.utils import timezone
 from fleet.models import GPU, Cluster, Node
 from metering.tasks import freeze_last_month
 from scheduling import lifecycle, submission
-from scheduling.executors.simulated import plan_for
+from scheduling.dispatch import KEPT_STATE
+from scheduling.executors.simulated import SimulatedExecutor, plan_for
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus, TaskType
+from scheduling.tasks import record_update
 from tenants.models import Membership, PlatformRole, Project, Quota, Role, Tenant
 
 from .governance import seed_governance
@@ -89,23 +92,20 @@ LIVE_JOBS = [
     ("carol", "vision/segmentation", "research", "L40S", 8, 2, "torchrun seg_ddp.py"),
     # waits: would fit, but the two-node job above is ahead of it
     ("carol", "vision/detection", "test", "L40S", 2, 1, "pytest -k smoke"),
-    # waits: tenant speech has no H100 quota
-    ("erin", "speech/asr", "research", "H100", 4, 1, "python asr.py"),
     # waits: nlp uses 24 of its 24 H100
     ("bob", "nlp/llm-pretrain", "research", "H100", 8, 1, "python ablation.py"),
 ]
 
+#: What became of a finished job of the history, drawn for each: how its plan ends ("cancelled": while it
+#: waited). A node fault is retried on another node, where the job then succeeds.
 HISTORY_OUTCOMES = [
-    *[("succeeded", "", "")] * 9,
-    ("succeeded", "", ""),
-    ("succeeded", "", ""),
-    ("failed", FailureCategory.OUT_OF_MEMORY, "CUDA out of memory on GPU 2: tried to allocate 4.00 GiB with "
-     "78.9 of 80 GiB in use; the container was killed (exit code 137)."),
-    ("failed", FailureCategory.EXIT_CODE, "The program exited with code 1 after 12.0 minutes; see its log."),
-    ("failed", FailureCategory.NODE_FAULT, "Node reported XID 79 (GPU has fallen off the bus); the job lost its GPU."),
-    ("failed", FailureCategory.IMAGE, "Pulling image failed: manifest unknown (ErrImagePull)."),
-    ("cancelled", "", ""),
+    *["succeeded"] * 11, FailureCategory.OUT_OF_MEMORY, FailureCategory.EXIT_CODE, FailureCategory.IMAGE,
+    FailureCategory.TIMEOUT, FailureCategory.NODE_FAULT, "cancelled",
 ]
+#: How long a retried history job waits for its next attempt (the next scheduling passes), and the longest
+#: an attempt waits for its image (``plan_for``'s pull, plus the dispatch).
+RETRY_WAIT = timedelta(minutes=2)
+PULL_BOUND = timedelta(seconds=92)
 
 
 def _uuid(node_name: str, index: int) -> str:
@@ -203,9 +203,101 @@ def _history_plans(rng, start, now):
         index += 1
 
 
+class _GpuCalendar:
+    """When each GPU of the demo cluster is free again, so that no two back-dated runs share a GPU."""
+
+    def __init__(self):
+        self.free_at: dict[int, datetime] = {}
+        self.nodes: dict[str, list[tuple[Node, list[GPU]]]] = defaultdict(list)
+        for node in Node.objects.prefetch_related("gpus").order_by("name"):
+            self.nodes[node.gpu_model].append((node, sorted(node.gpus.all(), key=lambda gpu: gpu.index)))
+
+    def place(self, rng, model: str, count: int, at: datetime, avoid=()) -> tuple[datetime, Node, list[GPU]]:
+        """The earliest moment from ``at`` when a node (not one of ``avoid``) has ``count`` free GPUs, one of
+        the nodes that has them then, and those GPUs."""
+        options = []
+        for node, gpus in self.nodes[model]:
+            if node.pk not in avoid:
+                free = sorted(gpus, key=lambda gpu: (max(self.free_at.get(gpu.pk, at), at), gpu.index))[:count]
+                options.append((max(max(self.free_at.get(gpu.pk, at), at) for gpu in free), node, free))
+        earliest = min(option[0] for option in options)
+        return rng.choice([option for option in options if option[0] == earliest])
+
+    def hold(self, gpus: list[GPU], until: datetime) -> None:
+        self.free_at.update((gpu.pk, until) for gpu in gpus)
+
+
+def _attempt(job: Job, node: Node, gpus: list[GPU], start_at: datetime, plan: dict,
+             utilization: int) -> tuple[Job, datetime]:
+    """Run one back-dated attempt of ``job`` on ``gpus`` through the simulated executor at the pace of real time
+    (so its messages, diagnosis and log are those of a live run, its failure retried by the same rule); the job
+    as it ended the attempt, and when."""
+    JobAllocation.objects.bulk_create([JobAllocation(job=job, gpu=gpu, allocated_at=start_at) for gpu in gpus])
+    lifecycle.transition(job, JobStatus.ADMITTED, f"Admitted: {len(gpus)} x {job.gpu_model} on {node.name} "
+                         f"(GPU {', '.join(str(gpu.index) for gpu in gpus)}).", at=start_at, cluster=node.cluster)
+    dispatched = start_at + timedelta(seconds=1)
+    kept = {key: value for key, value in job.executor_state.items() if key in KEPT_STATE}
+    lifecycle.transition(job, JobStatus.DISPATCHING, "Sent to cluster sim (Simulated executor).", at=dispatched,
+                         executor_state={**kept, "plan": plan, "time_scale": 1.0, "demo_utilization_pct": utilization,
+                                         "dispatched_at": dispatched.isoformat()})
+    job = Job.objects.select_related("task_type").prefetch_related("allocations__gpu__node").get(pk=job.pk)
+    executor, moment = SimulatedExecutor(node.cluster), dispatched + timedelta(seconds=plan["pull_seconds"])
+    while True:
+        update = executor.observe(job, moment)
+        if update is None or not record_update(job, update, moment):
+            raise RuntimeError(f"the back-dated job #{job.pk} did not move at {moment}")
+        if job.status != JobStatus.RUNNING:
+            return job, moment
+        moment += timedelta(seconds=min(plan["run_minutes"], job.max_runtime_minutes) * 60, milliseconds=1)
+
+
+def _history_job(users, rng, calendar: _GpuCalendar, task: TaskType, project: Project, plan: tuple,
+                 cutoff: datetime) -> Job | None:
+    """One finished job of the history (``plan``: a row of ``_history_plans``), or None when it would not have
+    finished by ``cutoff``."""
+    username, _tenant, model, _code, gpus, submitted, waited, ran = plan
+    outcome = rng.choice(HISTORY_OUTCOMES)
+    limit = timedelta(minutes=task.default_max_runtime_minutes)
+    ran = limit * 1.5 if outcome == FailureCategory.TIMEOUT else min(ran, limit * rng.uniform(0.3, 0.95))
+    first_run = ran * rng.uniform(0.1, 0.5) if outcome == FailureCategory.NODE_FAULT else min(ran, limit)
+    start_at, node, chosen = calendar.place(rng, model, gpus, submitted + waited)
+    end = start_at + first_run + PULL_BOUND
+    if outcome == FailureCategory.NODE_FAULT:  # where and when its retry would run
+        end = calendar.place(rng, model, gpus, end + RETRY_WAIT, avoid=(node.pk,))[0] + ran - first_run + PULL_BOUND
+    if end > cutoff:
+        return None  # only finished history; today's work is the live jobs
+    owner = users[username]
+    job = lifecycle.create_job(
+        status=JobStatus.QUEUED, reason=f"Submitted by {username}; task type {task.code} needs no approval.",
+        actor=owner, tenant=project.tenant, project=project, owner=owner, task_type=task, gpu_model=model,
+        name=f"{task.code}-{model.lower()}-{submitted:%m%d-%H%M}", gpus_per_node=gpus, node_count=1,
+        image=rng.choice(["registry.local/pytorch:2.4-cuda12", "registry.local/jax:0.4-cuda12"]),
+        command="python train.py", max_runtime_minutes=task.default_max_runtime_minutes, priority=task.priority,
+        submitted_at=submitted)
+    if outcome == "cancelled":
+        lifecycle.transition(job, JobStatus.CANCELLED, f"Cancelled by {username}.", actor=owner, at=submitted + waited)
+        return job
+    mean, spread = DEMO_UTILIZATION[task.code]
+    utilization = max(1, min(99, round(rng.gauss(mean, spread))))
+    run_plan = {**plan_for(job), "outcome": outcome, "run_minutes": round(first_run.total_seconds()) / 60}
+    if outcome == FailureCategory.TIMEOUT:
+        run_plan["run_minutes"] = ran.total_seconds() / 60  # beyond its max runtime, which stops it
+    job, ended = _attempt(job, node, chosen, start_at, run_plan, utilization)
+    calendar.hold(chosen, ended)
+    if job.status == JobStatus.QUEUED:  # retried after its node failed: the rest of the run on another node
+        start_at, node, chosen = calendar.place(rng, model, gpus, ended + RETRY_WAIT,
+                                                avoid=job.executor_state["avoid_nodes"])
+        run_plan = {**plan_for(job), "outcome": "succeeded",
+                    "run_minutes": round((ran - first_run).total_seconds()) / 60}
+        calendar.hold(chosen, _attempt(job, node, chosen, start_at, run_plan, utilization)[1])
+    return job
+
+
 def seed_history(users: dict, start=None, seed: int = 7) -> int:
     """Finished jobs since ``start`` (default: two months back), with back-dated timelines and released
-    allocations; the simulated GPU utilisation of each goes into its executor state for the demo readings."""
+    allocations, run through the simulated executor in real time (their failures have their diagnosis, their
+    evidence and their log; a node fault is retried); the simulated GPU utilisation of each goes into its
+    executor state for the demo readings."""
     rng = random.Random(seed)
     now = timezone.now()
     start = start or history_start(now)
@@ -213,50 +305,13 @@ def seed_history(users: dict, start=None, seed: int = 7) -> int:
     projects = {}
     for project in Project.objects.select_related("tenant"):
         projects.setdefault(project.tenant.name, []).append(project)
-    nodes_by_model: dict[str, list[Node]] = {}
-    for node in Node.objects.prefetch_related("gpus"):
-        nodes_by_model.setdefault(node.gpu_model, []).append(node)
+    calendar = _GpuCalendar()
     created = 0
-    for username, tenant_name, model, code, gpus, submitted, waited, ran in _history_plans(rng, start, now):
-        if submitted + waited + ran > now - timedelta(minutes=30):
-            continue  # only finished history; today's work is the live jobs
-        task = task_types[code]
-        project = rng.choice(projects[tenant_name])
-        status, category, message = rng.choice(HISTORY_OUTCOMES)
-        job = lifecycle.create_job(
-            status=JobStatus.QUEUED, reason=f"Submitted by {username}; task type {task.code} needs no approval.",
-            actor=users[username], tenant=project.tenant, project=project, owner=users[username], task_type=task,
-            gpu_model=model, name=f"{task.code}-{model.lower()}-{submitted:%m%d-%H%M}", gpus_per_node=gpus,
-            node_count=1, image=rng.choice(["registry.local/pytorch:2.4-cuda12", "registry.local/jax:0.4-cuda12"]),
-            command="python train.py", max_runtime_minutes=task.default_max_runtime_minutes,
-            priority=task.priority, submitted_at=submitted)
-        created += 1
-        if status == "cancelled":
-            lifecycle.transition(job, JobStatus.CANCELLED, f"Cancelled by {username}.", actor=users[username],
-                                 at=submitted + waited)
-            continue
-        node = rng.choice(nodes_by_model[model])
-        start_at = submitted + waited
-        first_gpu = rng.randrange(0, 8 - gpus + 1)
-        JobAllocation.objects.bulk_create([JobAllocation(job=job, gpu=g, allocated_at=start_at)
-                                           for g in list(node.gpus.all())[first_gpu:first_gpu + gpus]])
-        mean, spread = DEMO_UTILIZATION[code]
-        utilization = max(1, min(99, round(rng.gauss(mean, spread))))
-        lifecycle.transition(job, JobStatus.ADMITTED, f"Admitted: {gpus} x {model} on {node.name}.", at=start_at,
-                             cluster=node.cluster)
-        lifecycle.transition(job, JobStatus.DISPATCHING, "Sent to cluster sim (Simulated executor).",
-                             at=start_at + timedelta(seconds=1),
-                             executor_state={"plan": plan_for(job), "demo_utilization_pct": utilization})
-        lifecycle.transition(job, JobStatus.RUNNING, f"Containers started on {node.name}.",
-                             at=start_at + timedelta(seconds=40))
-        end = start_at + ran
-        if status == "succeeded":
-            lifecycle.transition(job, JobStatus.SUCCEEDED, "Finished with exit code 0.", at=end, exit_code=0)
-        else:
-            lifecycle.transition(job, JobStatus.FAILED, str(FailureCategory(category).label), at=end,
-                                 failure_category=category, failure_message=message,
-                                 exit_code=137 if category == FailureCategory.OUT_OF_MEMORY else
-                                 (1 if category == FailureCategory.EXIT_CODE else None))
+    plans = sorted(_history_plans(rng, start, now), key=lambda plan: plan[5] + plan[6])  # in the order they start
+    for plan in plans:
+        project = rng.choice(projects[plan[1]])
+        created += _history_job(users, rng, calendar, task_types[plan[3]], project, plan,
+                                now - timedelta(minutes=30)) is not None
     return created
 
 

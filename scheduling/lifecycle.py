@@ -10,8 +10,20 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
-from .models import ACTIVE_STATUSES, TERMINAL_STATUSES, Job, JobAllocation, JobEvent, JobQueueState, JobStatus
+from fleet.models import Node
+
+from .models import (
+    ACTIVE_STATUSES,
+    INFRASTRUCTURE_FAILURES,
+    TERMINAL_STATUSES,
+    Job,
+    JobAllocation,
+    JobEvent,
+    JobQueueState,
+    JobStatus,
+)
 from .signals import job_status_changed
 
 S = JobStatus
@@ -120,6 +132,41 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
                 setattr(job, name, value)
         _announce(jobs, from_status, to_status, reasons, actor, at)
     return events
+
+
+def fail_or_retry(job: Job, diagnosis: dict, *, reason: str = "", at=None) -> JobEvent:
+    """End the current attempt of ``job`` with ``diagnosis`` (a ``Diagnosis.as_dict()``): the one retry rule of
+    every executor. An infrastructure failure (node, GPU, cross-node communication) goes back to the queue while
+    the task type allows retries, away from the node and from the last checkpoint; anything else, or an
+    infrastructure failure with no retry left, fails the job. Each attempt's diagnosis is kept in
+    ``executor_state["attempts"]``, which the job page lists."""
+    at = at or timezone.now()
+    state = dict(job.executor_state or {})
+    limit = job.task_type.infrastructure_retries
+    infrastructure = diagnosis["category"] in INFRASTRUCTURE_FAILURES
+    if infrastructure and job.retry_count >= limit:  # the diagnosis' "retried automatically" no longer holds
+        diagnosis = {**diagnosis, "advice": _(
+            "Retried %(n)d times on other nodes, failing each time: submit it again later, and tell the platform "
+            "admins if it keeps failing.") % {"n": limit} if limit else _(
+            "Its task type is not retried automatically: submit it again.")}
+    attempts = [*state.get("attempts", []), {"attempt": job.retry_count, "at": at.isoformat(), **diagnosis}]
+    if not infrastructure or job.retry_count >= limit:
+        return transition(job, S.FAILED, reason or diagnosis["message"], at=at, data=diagnosis,
+                          failure_category=diagnosis["category"], failure_message=diagnosis["message"],
+                          exit_code=diagnosis.get("exit_code"),
+                          executor_state={**state, "attempts": attempts, "diagnosis": diagnosis})
+    avoid = set(state.get("avoid_nodes", []))
+    if diagnosis.get("node"):
+        avoid.update(Node.objects.filter(name=diagnosis["node"]).values_list("pk", flat=True))
+    checkpoint = job.checkpoints.first()
+    text = _("Attempt %(a)d failed: %(msg)s Retrying (%(n)d of %(max)d)%(away)s%(resume)s.") % {
+        "a": job.retry_count + 1, "msg": diagnosis["message"], "n": job.retry_count + 1, "max": limit,
+        "away": _(" away from %(node)s") % {"node": diagnosis["node"]} if diagnosis.get("node") else "",
+        "resume": _(", resuming from %(p)s") % {"p": checkpoint.path} if checkpoint else ""}
+    return transition(job, S.QUEUED, text, at=at, data=diagnosis, retry_count=job.retry_count + 1, cluster=None,
+                      executor_state={"attempts": attempts, "avoid_nodes": sorted(avoid),
+                                      "resume_from": checkpoint.path if checkpoint else "",
+                                      "previous": {k: state.get(k) for k in ("namespace", "object")}})
 
 
 def _announce(jobs, from_status, to_status, reasons, actor, at) -> None:

@@ -22,7 +22,7 @@ from gpuportal import telemetry
 
 from . import lifecycle
 from .dispatch import dispatch_many
-from .executors import executor_for
+from .executors import ExecutorUpdate, executor_for
 from .executors.kubernetes.sync import ClusterSync, resync_all
 from .models import Job, JobStatus
 from .reconcile import reconcile as reconcile_once
@@ -84,22 +84,32 @@ def dispatch_jobs(job_ids: list[int]) -> dict:
     return dispatch_many(job_ids)
 
 
+def record_update(job: Job, update: ExecutorUpdate, at) -> bool:
+    """Store what an executor observed at ``at`` (the moment its message describes, so a duration it states
+    is the one the stored times say): a failure through the retry rule (``lifecycle.fail_or_retry``), any
+    other change as a transition. False when the job moved meanwhile (a cancel)."""
+    try:
+        if update.status == JobStatus.FAILED and update.diagnosis:
+            lifecycle.fail_or_retry(job, update.diagnosis, reason=update.reason, at=at)
+        else:
+            lifecycle.transition(job, update.status, update.reason, at=at, data=update.diagnosis,
+                                 **update.saved_fields(job))
+    except lifecycle.InvalidTransition:
+        return False
+    return True
+
+
 @shared_task
 def sync_job_status() -> int:
     """Ask executors what became of dispatched and running jobs; returns how many changed."""
     now = timezone.now()
     changed = 0
     jobs = (Job.objects.filter(status__in=(JobStatus.DISPATCHING, JobStatus.RUNNING))
-            .select_related("cluster").prefetch_related("allocations__gpu__node"))
+            .select_related("cluster", "task_type").prefetch_related("allocations__gpu__node"))
     for job in jobs:
         update = executor_for(job.cluster).observe(job, now)
-        if update is None:
-            continue
-        try:
-            lifecycle.transition(job, update.status, update.reason, data=update.diagnosis, **update.saved_fields(job))
-        except lifecycle.InvalidTransition:
-            continue  # cancelled meanwhile
-        changed += 1
+        if update is not None and record_update(job, update, now):
+            changed += 1
     if changed:
         request_scheduling_pass()
     return changed

@@ -11,7 +11,10 @@ cluster would show for it: the pods' states, the Job's condition, the node agent
 simulated failure has the same category, evidence (the log tail among it) and next step as a real one.
 
 Simulated time runs ``1 / SIMULATION_TIME_SCALE`` times faster than real time so demo jobs that would
-take an hour finish in about a minute.
+take an hour finish in about a minute. It speeds up the program's work (the image pull, the planned run),
+not the clock: what the portal stores and says is real time (a run's length is its stored start to finish),
+and the max runtime is a limit in real time as on any cluster. Failures are retried as the Kubernetes
+executor's are (``lifecycle.fail_or_retry``); each attempt draws its own plan unless the command forces it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
-from ..models import INFRASTRUCTURE_FAILURES, FailureCategory, JobStatus
+from gpuportal.formatting import duration_text
+
+from ..models import FailureCategory, JobStatus
 from . import simulated_log
 from .base import Executor, ExecutorUpdate
 from .kubernetes.diagnosis import Diagnosis, PodState, diagnose
@@ -46,7 +51,8 @@ _OUTCOMES = [  # (outcome, weight)
 
 
 def plan_for(job) -> dict:
-    rng = random.Random(job.pk)
+    """The plan of the job's current attempt (a retry draws again: the fault of one node does not follow the job)."""
+    rng = random.Random(job.pk + 1_000_003 * job.retry_count)
     outcome = rng.choices([o for o, _w in _OUTCOMES], weights=[w for _o, w in _OUTCOMES])[0]
     minutes = round(rng.lognormvariate(3.2, 0.9), 1)  # median ~25 min, long tail
     pull_seconds = rng.randint(5, 90)
@@ -61,13 +67,10 @@ def plan_for(job) -> dict:
         minutes = 0.0
     elif outcome != "succeeded":
         minutes = round(minutes * rng.uniform(0.1, 0.9), 1)
+    if outcome == FailureCategory.COMMUNICATION:  # NCCL's watchdog fires only after its timeout
+        minutes = max(minutes, simulated_log.WATCHDOG_SECONDS / 60 + 1)
     return {"outcome": outcome, "run_minutes": minutes, "pull_seconds": pull_seconds,
             "failing_gpu": rng.randrange(max(job.gpus_per_node, 1)), "exit_code": rng.choice([1, 2, 127, 139])}
-
-
-def simulated_seconds(start_iso: str, now) -> float:
-    start = parse_datetime(start_iso)
-    return (now - start).total_seconds() / max(settings.SIMULATION_TIME_SCALE, 1e-9)
 
 
 class SimulatedExecutor(Executor):
@@ -81,9 +84,10 @@ class SimulatedExecutor(Executor):
         fault = job.executor_state.get("fault")
         if fault:  # the hardware under the job failed (seen by the agent poller): so does the job
             return self._failed(job, fault["category"], now, _("Lost its hardware."))
+        scale = simulated_log.time_scale(job)
         if job.status == JobStatus.DISPATCHING:
             dispatched = job.executor_state.get("dispatched_at")
-            if dispatched and simulated_seconds(dispatched, now) >= plan["pull_seconds"]:
+            if dispatched and (now - parse_datetime(dispatched)).total_seconds() >= plan["pull_seconds"] * scale:
                 if plan["outcome"] == FailureCategory.IMAGE:
                     return self._failed(job, FailureCategory.IMAGE, now, _("Image could not be pulled."))
                 nodes = sorted({a.gpu.node.name for a in job.allocations.all() if a.released_at is None})
@@ -92,16 +96,17 @@ class SimulatedExecutor(Executor):
             return None
         if job.status != JobStatus.RUNNING or not job.started_at:
             return None
-        elapsed_min = (now - job.started_at).total_seconds() / max(settings.SIMULATION_TIME_SCALE, 1e-9) / 60
-        if elapsed_min >= job.max_runtime_minutes and plan["run_minutes"] >= job.max_runtime_minutes:
+        ran, planned = (now - job.started_at).total_seconds(), plan["run_minutes"] * 60 * scale
+        limit = job.max_runtime_minutes * 60
+        if ran >= limit and planned >= limit:
             return self._failed(job, FailureCategory.TIMEOUT, now, _("Reached its max runtime."), _(
                 "Stopped after its max runtime of %(m)d minutes; ask for a longer runtime or checkpoint "
                 "more often.") % {"m": job.max_runtime_minutes})
-        if elapsed_min < plan["run_minutes"]:
+        if ran < planned:
             return None
-        if plan["outcome"] == "succeeded":
-            return ExecutorUpdate(JobStatus.SUCCEEDED, _("Finished with exit code 0 after %(m).1f minutes.") % {
-                "m": plan["run_minutes"]}, exit_code=0)
+        if plan["outcome"] == "succeeded":  # how long it ran is what its stored start and finish will say
+            return ExecutorUpdate(JobStatus.SUCCEEDED, _("Finished with exit code 0 after %(d)s.") % {
+                "d": duration_text(ran)}, exit_code=0)
         category = plan["outcome"] if plan["outcome"] in RUN_FAILURES else FailureCategory.EXIT_CODE
         return self._failed(job, category, now)
 
@@ -110,9 +115,6 @@ class SimulatedExecutor(Executor):
         diagnosis = diagnose_simulated(job, category, now)
         if message:
             diagnosis = replace(diagnosis, message=message)
-        if diagnosis.category in INFRASTRUCTURE_FAILURES:  # this executor does not retry: say so
-            diagnosis = replace(diagnosis, advice=_(
-                "Not your program's fault: submit the job again (the simulated cluster does not retry by itself)."))
         return ExecutorUpdate(JobStatus.FAILED, reason or str(FailureCategory(diagnosis.category).label),
                               diagnosis.category, diagnosis.message, diagnosis.exit_code, diagnosis.as_dict())
 

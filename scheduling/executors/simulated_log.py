@@ -24,7 +24,8 @@ from django.conf import settings
 from ..models import FailureCategory, JobAllocation, JobStatus
 
 PROGRESS_EVERY_SECONDS = 60  # simulated
-#: NCCL's default collective timeout: the watchdog fires this long (simulated) after the last step.
+#: NCCL's default collective timeout: the watchdog fires this long (simulated) after the last step; the
+#: program prints it in real milliseconds, like every duration and moment it prints.
 WATCHDOG_SECONDS = 1800
 #: Endings other than a failure category.
 SUCCEEDED, STOPPED = "succeeded", "stopped"
@@ -65,6 +66,12 @@ class Run:
         return max((moment - self.started).total_seconds() / self.scale, 0.0)
 
 
+def time_scale(job) -> float:
+    """Real seconds per simulated second of the job's attempt: the cluster's pace (``SIMULATION_TIME_SCALE``)
+    unless its executor state names its own (the demo's back-dated history ran in real time: 1)."""
+    return max(float((job.executor_state or {}).get("time_scale") or settings.SIMULATION_TIME_SCALE), 1e-9)
+
+
 def attempt_nodes(job) -> tuple[tuple[str, ...], float]:
     """Node names of the current attempt's GPUs (pod order) and their memory in GiB; released allocations
     count (the attempt may have ended), earlier attempts' do not."""
@@ -88,11 +95,11 @@ def run_of(job, now: datetime, ending: str | None = None) -> Run | None:
             ending = _ENDINGS.get(job.status)
             if ending is None:
                 return None
-    scale = max(settings.SIMULATION_TIME_SCALE, 1e-9)
+    scale = time_scale(job)
     stopped = now if job.status == JobStatus.RUNNING else (job.finished_at or job.last_updated or now)
     fault = state.get("fault")
-    if dispatched:  # run by the executor: the program stopped when its plan, or the fault, says
-        planned = min(plan["run_minutes"], job.max_runtime_minutes) * 60 * scale
+    if dispatched:  # run by the executor: the program stopped when its plan, its deadline or the fault says
+        planned = min(plan["run_minutes"] * 60 * scale, job.max_runtime_minutes * 60)
         stop_at = datetime.fromisoformat(fault["at"]) if fault else job.started_at + timedelta(seconds=planned)
         stopped = min(stopped, stop_at)
     nodes, memory = attempt_nodes(job)
@@ -188,10 +195,12 @@ def _ending(run: Run, index: int, step: int, loss: float, stamp: str) -> list[st
         return [f"{stamp} received SIGTERM at step {step}; exiting" if index == 0
                 else f"{stamp} rank {rank}: received SIGTERM"]
     if ending == FailureCategory.COMMUNICATION:
+        timeout_ms = max(round(WATCHDOG_SECONDS * 1000 * run.scale), 1)  # the hang, within the run
+        hung_ms = round(min(WATCHDOG_SECONDS * run.scale, (run.stopped - run.started).total_seconds()) * 1000)
         return [f"[rank{rank}]:[E ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation "
                 f"timeout: WorkNCCL(SeqNum={step * 3 + 1}, OpType=ALLREDUCE, NumelIn=16777216, NumelOut=16777216, "
-                f"Timeout(ms)={WATCHDOG_SECONDS * 1000}) ran for {WATCHDOG_SECONDS * 1000 + 47} milliseconds "
-                "before timing out.", "terminate called after throwing an instance of 'c10::DistBackendError'"]
+                f"Timeout(ms)={timeout_ms}) ran for {hung_ms} milliseconds before timing out.",
+                "terminate called after throwing an instance of 'c10::DistBackendError'"]
     if index != 0:  # the others are stopped by the launcher when pod 0 fails
         return [f"{stamp} rank {rank}: received SIGTERM from the launcher; exiting"]
     if ending == FailureCategory.OUT_OF_MEMORY:

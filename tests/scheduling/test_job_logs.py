@@ -16,7 +16,7 @@ from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload
 
 from .test_kubernetes import submit
-from .test_lifecycle import _run_until_done
+from .test_lifecycle import _run_past_max_runtime, _run_until_done
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -112,7 +112,7 @@ def test_image_that_cannot_be_pulled_and_timeout(users, settings):
     image = _run_until_done(sim_job(users, "sim:outcome=image"), settings)
     assert image.failure_category == FailureCategory.IMAGE and "ErrImagePull" in image.failure_message
     assert read_job_log(image, 200).lines == () and not read_job_log(image, 200).gone  # it never started
-    late = _run_until_done(sim_job(users, "sim:minutes=500", max_runtime_minutes=60), settings)
+    late = _run_past_max_runtime(sim_job(users, "sim:minutes=1e9", max_runtime_minutes=60), settings)
     assert late.failure_category == FailureCategory.TIMEOUT and "max runtime of 60 minutes" in late.failure_message
     assert read_job_log(late, 1).lines[0].endswith("; exiting") and "received SIGTERM at step" in read_job_log(
         late, 1).lines[0]
@@ -126,7 +126,8 @@ def test_a_fault_the_node_agent_reported_ends_the_simulated_log(users, settings)
     job = Job.objects.get(pk=job.pk)
     assert job.status == JobStatus.RUNNING
     node = job.allocations.first().gpu.node.name
-    Job.objects.filter(pk=job.pk).update(executor_state={**job.executor_state, "fault": {
+    # retries used up (a GPU fault is retried otherwise): the failure is final
+    Job.objects.filter(pk=job.pk).update(retry_count=2, executor_state={**job.executor_state, "fault": {
         "category": "gpu_fault", "node": node, "gpu_id": None, "message": "XID 79: GPU has fallen off the bus",
         "at": timezone.now().isoformat()}})
     sync_job_status()

@@ -19,16 +19,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db import transaction
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from fleet.models import Cluster, ExecutorKind, Node
+from fleet.models import Cluster, ExecutorKind
 
 from ... import lifecycle
-from ...models import INFRASTRUCTURE_FAILURES, Job, JobStatus
+from ...models import Job, JobStatus
 from . import KubernetesExecutor, manifests
 from .diagnosis import IMAGE_REASONS, Diagnosis, PodState, diagnose
 
@@ -215,37 +213,16 @@ class ClusterSync:
         return True
 
     def fail_or_retry(self, job: Job, diagnosis: Diagnosis) -> bool:
-        """Retry infrastructure failures on other nodes (up to the task type's limit); fail the rest."""
-        now = timezone.now()
+        """Retry infrastructure failures on other nodes (up to the task type's limit); fail the rest
+        (``lifecycle.fail_or_retry``, the rule of every executor), then delete the attempt's objects."""
         state = dict(job.executor_state or {})
-        attempts = [*state.get("attempts", []), {"attempt": job.retry_count, "at": now.isoformat(),
-                                                 **diagnosis.as_dict()}]
-        limit = job.task_type.infrastructure_retries
-        retry = diagnosis.category in INFRASTRUCTURE_FAILURES and job.retry_count < limit
-        checkpoint = job.checkpoints.first()
-        with transaction.atomic():
-            if retry:
-                avoid = set(state.get("avoid_nodes", []))
-                if diagnosis.node:
-                    avoid.update(Node.objects.filter(name=diagnosis.node).values_list("pk", flat=True))
-                text = _("Attempt %(a)d failed: %(msg)s Retrying (%(n)d of %(max)d)%(away)s%(resume)s.") % {
-                    "a": job.retry_count + 1, "msg": diagnosis.message, "n": job.retry_count + 1, "max": limit,
-                    "away": _(" away from %(node)s") % {"node": diagnosis.node} if diagnosis.node else "",
-                    "resume": _(", resuming from %(p)s") % {"p": checkpoint.path} if checkpoint else ""}
-                changed = self._move(job, JobStatus.QUEUED, text, data=diagnosis.as_dict(),
-                                     retry_count=job.retry_count + 1, cluster=None,
-                                     executor_state={"attempts": attempts, "avoid_nodes": sorted(avoid),
-                                                     "resume_from": checkpoint.path if checkpoint else "",
-                                                     "previous": {k: state.get(k) for k in ("namespace", "object")}})
-            else:
-                changed = self._move(job, JobStatus.FAILED, diagnosis.message, data=diagnosis.as_dict(),
-                                     failure_category=diagnosis.category, failure_message=diagnosis.message,
-                                     exit_code=diagnosis.exit_code,
-                                     executor_state={**state, "attempts": attempts, "diagnosis": diagnosis.as_dict()})
-        if changed:
-            job.executor_state = {**state, **(job.executor_state or {})}
-            self.executor.stop(job, _("The attempt failed: %(c)s.") % {"c": diagnosis.category})
-        return changed
+        try:
+            lifecycle.fail_or_retry(job, diagnosis.as_dict())
+        except lifecycle.InvalidTransition:
+            return False  # cancelled or preempted meanwhile
+        job.executor_state = {**state, **(job.executor_state or {})}
+        self.executor.stop(job, _("The attempt failed: %(c)s.") % {"c": diagnosis.category})
+        return True
 
 
 def resync_all() -> int:

@@ -157,8 +157,12 @@ def test_xid79_marks_gpu_unhealthy_fails_its_job_and_is_never_placed_on(lab, use
     assert fault.data["category"] == FailureCategory.GPU_FAULT and "XID 79" in fault.reason
     sync_job_status()
     job.refresh_from_db()
-    assert job.status == JobStatus.FAILED and job.failure_category == FailureCategory.GPU_FAULT
-    assert "XID 79" in job.failure_message
+    # An infrastructure failure: the attempt fails with the fault as its diagnosis and the job is retried
+    # away from the faulty GPU (lifecycle.fail_or_retry).
+    attempt = job.executor_state["attempts"][-1]
+    assert job.retry_count == 1 and attempt["category"] == FailureCategory.GPU_FAULT
+    assert "XID 79" in attempt["message"]
+    assert gpu.pk not in set(job.allocations.filter(released_at__isnull=True).values_list("gpu_id", flat=True))
 
     again = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4))
     assert again.status != JobStatus.QUEUED
@@ -184,7 +188,8 @@ def test_unhealthy_node_marks_running_jobs_with_node_fault(lab, users):
         lab_poll()
     assert job.events.get(kind="fault").data["category"] == FailureCategory.NODE_FAULT
     sync_job_status()
-    assert Job.objects.get(pk=job.pk).failure_category == FailureCategory.NODE_FAULT
+    job = Job.objects.get(pk=job.pk)  # the attempt failed with a node fault; the job is retried elsewhere
+    assert job.retry_count == 1 and job.executor_state["attempts"][-1]["category"] == FailureCategory.NODE_FAULT
 
 
 def test_cordoned_and_draining_nodes_take_no_new_work(lab, users):

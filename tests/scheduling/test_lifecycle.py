@@ -85,11 +85,13 @@ def _run_past_max_runtime(job, settings):
     """Start ``job``, let its max runtime pass and run it to its end. The max runtime is a limit in real time,
     which the simulation does not speed up: the run is moved that far back instead of waiting for it."""
     settings.SIMULATION_TIME_SCALE = 1e-6
-    for _ in range(50):
+    for _ in range(300):  # the image pull takes simulated seconds: a few real milliseconds
+        time.sleep(0.01)
         sync_job_status()
         job.refresh_from_db()
         if job.status == JobStatus.RUNNING:
             break
+    assert job.status == JobStatus.RUNNING and job.started_at, job.status
     back = timedelta(minutes=job.max_runtime_minutes, seconds=1)
     dispatched = datetime.fromisoformat(job.executor_state["dispatched_at"]) - back
     Job.objects.filter(pk=job.pk).update(started_at=job.started_at - back, executor_state={

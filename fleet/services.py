@@ -14,6 +14,9 @@ from tenants import access
 from . import signals
 from .models import AdminState, Node, NodeEvent
 
+#: The longest reason recorded with a cordon, drain or reactivation (refused above it, never cut).
+MAX_ADMIN_REASON = 500
+
 
 def set_node_admin_state(user, node: Node, state: str, reason: str = "") -> Node:
     """Cordon, drain or reactivate a node; recorded as a node event with the actor and as an audit record.
@@ -22,6 +25,9 @@ def set_node_admin_state(user, node: Node, state: str, reason: str = "") -> Node
         raise PermissionDenied(_("Only platform admins may change a node's state."))
     if state not in AdminState.values:
         raise ValidationError({"state": _("Unknown node state %(s)r.") % {"s": state}})
+    if len(reason) > MAX_ADMIN_REASON:
+        raise ValidationError({"reason": _("At most %(n)d characters (got %(got)d).") % {
+            "n": MAX_ADMIN_REASON, "got": len(reason)}})
     if node.admin_state == state:
         return node
     before = node.admin_state

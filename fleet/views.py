@@ -31,12 +31,14 @@ def inventory(request):
         "datacenter": datacenter, "rack": rack})
 
 
-def _node_page(request, node, new_token=""):
+def _node_page(request, node, new_token="", reason="", reason_error="", status=200):
+    """The node's page; after a refused action it keeps the reason typed and says what was wrong."""
     return render(request, "fleet/node_detail.html", {
         "node": node, "gpus": gpu_rows(request.user, node.gpus.all()),
         "host": node_series([node.pk]).get(node.pk, {}), "events": node.events.select_related("actor", "gpu")[:200],
         "can_admin": access.for_user(request.user).platform_admin, "new_token": new_token,
-        "admin_states": AdminState.choices})
+        "admin_states": AdminState.choices, "reason": reason, "reason_error": reason_error,
+        "max_reason": services.MAX_ADMIN_REASON}, status=status)
 
 
 @login_required
@@ -57,9 +59,13 @@ def node_action(request, name):
     if action == "issue_token":
         token = agent_tokens.issue(node, actor=request.user)
         return _node_page(request, node, new_token=token)
+    reason = request.POST.get("reason", "").strip()
     try:
-        services.set_node_admin_state(request.user, node, action, request.POST.get("reason", "").strip()[:500])
+        services.set_node_admin_state(request.user, node, action, reason)
         messages.success(request, _("Node %(n)s is now %(s)s.") % {"n": node.name, "s": node.get_state_display()})
     except ValidationError as exc:
+        if "reason" in exc.message_dict:
+            return _node_page(request, node, reason=reason, reason_error=" ".join(exc.message_dict["reason"]),
+                              status=400)
         messages.error(request, " ".join(exc.messages))
     return redirect("fleet:node-detail", name=node.name)

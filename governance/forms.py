@@ -3,8 +3,10 @@ checks it and its messages are attached to the fields."""
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from fleet.catalogue import gpu_model_catalogue
 from scheduling.models import TaskType
 from tenants.models import Tenant
 
@@ -12,6 +14,16 @@ from . import services
 from .models import NotificationKind, RequestKind
 
 KIND_CHOICES = [(k.value, k.label) for k in RequestKind if k != RequestKind.ADMISSION]
+
+#: The fields each kind of request uses (``services.validate_request`` reads exactly these); the page shows
+#: only the chosen kind's (``static/js/request_form.js``; without scripts every field shows).
+FIELDS_BY_KIND = {
+    RequestKind.PRIORITY: ("job", "task_type"),
+    RequestKind.RUNTIME_EXTENSION: ("job", "max_runtime_minutes"),
+    RequestKind.BURST: ("tenant", "gpu_model", "gpus", "start", "end"),
+    RequestKind.RESERVATION: ("tenant", "gpu_model", "gpus", "start", "end"),
+    RequestKind.QUOTA: ("tenant", "gpu_model", "guaranteed", "limit"),
+}
 
 
 class RequestForm(forms.Form):
@@ -27,13 +39,13 @@ class RequestForm(forms.Form):
                                           help_text=_("Longer runtime: up to 43200 (30 days)."))
     tenant = forms.ChoiceField(label=_("Tenant"), required=False,
                                help_text=_("Burst, reservation and quota: the tenant concerned."))
-    gpu_model = forms.CharField(label=_("GPU model"), required=False, max_length=64)
+    gpu_model = forms.ChoiceField(label=_("GPU model"), required=False)
     gpus = forms.CharField(label=_("GPUs"), required=False, help_text=_("Burst: GPUs above the limit; reservation: "
                                                                        "GPUs held for the tenant."))
-    start = forms.CharField(label=_("From"), required=False,
-                            widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    end = forms.CharField(label=_("Until"), required=False,
-                          widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    start = forms.CharField(label=_("From"), required=False, max_length=64,
+                            widget=forms.TextInput(attrs={"type": "datetime-local"}))
+    end = forms.CharField(label=_("Until"), required=False, max_length=64,
+                          widget=forms.TextInput(attrs={"type": "datetime-local"}))
     guaranteed = forms.CharField(label=_("Guaranteed GPUs"), required=False,
                                  help_text=_("Quota change (tenant admins)."))
     limit = forms.CharField(label=_("Limit GPUs"), required=False, help_text=_("Quota change (tenant admins)."))
@@ -44,6 +56,19 @@ class RequestForm(forms.Form):
         self.fields["task_type"].choices = [("", "—")] + [(t.code, f"{t.name} ({t.priority})")
                                                           for t in TaskType.objects.all()]
         self.fields["tenant"].choices = [("", "—")] + [(t.name, t.name) for t in Tenant.objects.visible_to(user)]
+        self.fields["gpu_model"].choices = [("", "—")] + [
+            (name, _("%(m)s (%(n)s GPUs in the fleet)") % {"m": name, "n": f"{model.total_gpus:,}"})
+            for name, model in gpu_model_catalogue().items()]
+        zone = timezone.get_current_timezone_name()
+        for name in ("start", "end"):
+            self.fields[name].help_text = _("ISO 8601, in your time zone (%(tz)s): for example %(e)s.") % {
+                "tz": zone, "e": "2026-12-01T09:00"}
+        kinds: dict[str, list[str]] = {}
+        for kind, names in FIELDS_BY_KIND.items():
+            for name in names:
+                kinds.setdefault(name, []).append(kind.value)
+        for name, used_by in kinds.items():
+            self.fields[name].widget.attrs["data-kinds"] = " ".join(used_by)
 
     def submit(self):
         if not self.is_valid():

@@ -36,6 +36,8 @@ K = RequestKind
 MAX_EXTENDED_RUNTIME_MINUTES = 30 * 24 * 60
 MAX_WINDOW = timedelta(days=90)
 MIN_JUSTIFICATION, MAX_JUSTIFICATION = 10, 5000
+#: The longest comment an approver may leave with a decision (refused above it, never cut).
+MAX_COMMENT = 2000
 PLATFORM_KINDS = (K.BURST, K.RESERVATION, K.QUOTA)
 
 
@@ -233,7 +235,10 @@ def decide(user, request: PriorityRequest, approve: bool, comment: str = "") -> 
     now = timezone.now()
     if request.is_pending and request.expires_at <= now:
         expire(request, now)
-    comment = (comment or "").strip()[:2000]
+    comment = (comment or "").strip()
+    if len(comment) > MAX_COMMENT:
+        raise ValidationError({"comment": _("At most %(n)d characters (got %(got)d).") % {
+            "n": MAX_COMMENT, "got": len(comment)}})
     with transaction.atomic():
         request = PriorityRequest.objects.select_for_update(of=("self",)).select_related(
             "tenant", "requester", "job", "task_type").get(pk=request.pk)

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -19,6 +19,7 @@ from . import services
 from .forms import PreferencesForm, RequestForm
 from .models import Notification, NotificationPreference, RequestState
 from .notifications import preferences
+from .queries import impact_sections
 
 
 @login_required
@@ -45,21 +46,30 @@ def request_new(request):
     return render(request, "governance/request_form.html", {"form": form}, status=400 if form.errors else 200)
 
 
+def _detail_page(request, item, comment: str = "", comment_error: str = "", status: int = 200):
+    """A pending request shows what approving it would do now; a decided one shows its decision instead.
+    After a refused decision the comment typed is kept and what was wrong is said beside it."""
+    refusal = services.decision_refusal(request.user, item)
+    context = {"item": item, "refusal": refusal, "comment": comment, "comment_error": comment_error,
+               "max_comment": services.MAX_COMMENT}
+    if item.is_pending:
+        impact = (None if refusal else services.impact_of(item)) or item.impact  # the queue as it is now
+        queue = (Job.objects.visible_to(request.user).waiting().filter(tenant=item.tenant)
+                 .select_related("queue_state", "task_type", "owner")
+                 .order_by("queue_state__queue_position", "submitted_at"))
+        if item.gpu_model:
+            queue = queue.filter(gpu_model=item.gpu_model)
+        context.update(
+            impact=impact_sections(impact, request.user) if impact else None,
+            usage=[row for row in quota_usage(request.user) if row.tenant == item.tenant.name
+                   and (not item.gpu_model or row.gpu_model == item.gpu_model)],
+            queue=queue[:10])
+    return render(request, "governance/request_detail.html", context, status=status)
+
+
 @login_required
 def request_detail(request, pk):
-    item = get_object_or_404(services.requests_for(request.user), pk=pk)
-    refusal = services.decision_refusal(request.user, item)
-    impact = item.impact
-    if item.is_pending and not refusal:
-        impact = services.impact_of(item) or impact  # the approver sees the queue as it is now
-    usage = [row for row in quota_usage(request.user) if row.tenant == item.tenant.name
-             and (not item.gpu_model or row.gpu_model == item.gpu_model)]
-    queue = (Job.objects.visible_to(request.user).waiting().filter(tenant=item.tenant)
-             .select_related("queue_state", "task_type").order_by("queue_state__queue_position", "submitted_at"))
-    if item.gpu_model:
-        queue = queue.filter(gpu_model=item.gpu_model)
-    return render(request, "governance/request_detail.html", {
-        "item": item, "impact": impact, "refusal": refusal, "usage": usage, "queue": queue[:10]})
+    return _detail_page(request, get_object_or_404(services.requests_for(request.user), pk=pk))
 
 
 @login_required
@@ -67,12 +77,16 @@ def request_detail(request, pk):
 def request_decide(request, pk):
     item = get_object_or_404(services.requests_for(request.user), pk=pk)
     approve = request.POST.get("decision") == "approve"
+    comment = request.POST.get("comment", "")
     try:
-        services.decide(request.user, item, approve, request.POST.get("comment", ""))
+        services.decide(request.user, item, approve, comment)
         messages.success(request, _("Request #%(id)d %(what)s.") % {
             "id": item.pk, "what": _("approved") if approve else _("denied")})
     except PermissionDenied as exc:
         messages.error(request, str(exc))
+    except ValidationError as exc:
+        return _detail_page(request, item, comment=comment, status=400,
+                            comment_error=" ".join(exc.message_dict.get("comment", exc.messages)))
     return redirect("governance:request-detail", pk=item.pk)
 
 

@@ -1,10 +1,13 @@
-"""Readable values: durations as "6 h 0 min" and moments as "in 2 h" / "5 min ago", translated."""
+"""Readable values: durations as "6 h 0 min", moments as "in 2 h" / "5 min ago" and figures with their
+thousands grouped, translated."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 
 from django.utils import timezone
+from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 
 
@@ -32,3 +35,15 @@ def relative_time(moment: datetime | None, now: datetime | None = None) -> str:
         return _("just now")
     text = duration_text(delta)
     return _("in %(duration)s") % {"duration": text} if delta > 0 else _("%(duration)s ago") % {"duration": text}
+
+
+def figure_text(value) -> str:
+    """A number for reading: thousands grouped in the reader's language ("12,345.6"); a dash for none.
+
+    Grouping is not switched on site-wide (``USE_THOUSAND_SEPARATOR``): ids in links and forms must stay
+    plain, so the pages group the figures they show, and only those."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        return str(value)
+    return number_format(value, force_grouping=True)

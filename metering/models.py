@@ -18,6 +18,15 @@ from gpuportal.models import TimeStampedModel
 from tenants.scoping import TenantScopedQuerySet
 
 
+class CapacityAction(models.TextChoices):
+    """What the capacity advice of a report recommends for a GPU model (``reports.recommendations``)."""
+
+    ADD = "add", _("Add GPUs")
+    SPREAD = "spread", _("Spread the peaks")
+    LEND_OR_MOVE = "lend_or_move", _("Lend or move")
+    KEEP = "keep", _("Keep")
+
+
 class GpuPrice(TimeStampedModel):
     """What one GPU-hour of a model costs from ``effective_from`` on (until the next row of that model).
 

@@ -21,7 +21,7 @@ from scheduling.models import Job, JobStatus
 from tenants.models import Membership, PlatformRole
 
 from .models import CapacityDaily, JobFact, UsageDaily
-from .presentation import Section, bars, lines_by
+from .presentation import Section, advice_section, bars, lines_by
 from .reports import _capacity, percentile, recommendations
 
 WINDOW_CHOICES = (7, 30, 90)
@@ -186,6 +186,5 @@ def _governance(first, t0, now, facts, day) -> list[Section]:
         _series(change_rows, "records", _("Permission changes and administration"), _("records"),
                 [("day", day), ("action", _("Action")), ("records", _("Records"))], "changes", kind="bar",
                 stacked=True),
-        Section("capacity_advice", _("Capacity advice"),
-                [("gpu_model", _("GPU model")), ("action", _("Action")), ("evidence", _("Evidence"))], advice),
+        advice_section("capacity_advice", _("Capacity advice"), advice),
     ]

@@ -15,6 +15,8 @@ from django.utils.translation import gettext_lazy
 
 from gpuportal.exports import csv_text
 
+from .models import CapacityAction
+
 #: The trace types of plotly.js's basic bundle, the one the pages load (a quarter of the full bundle's 4.8 MB,
 #: so a page is ready sooner): a figure may use no other.
 BUNDLE_TRACE_TYPES = frozenset({"bar", "pie", "scatter"})
@@ -84,12 +86,35 @@ def _usage_section(name: str, title: str, first: str, rows: list[dict]) -> Secti
         rows, "name", [("gpu_hours_allocated", _("allocated")), ("gpu_hours_used", _("used"))], _("GPU-hours")))
 
 
+def _waits_in_hours(rows: list[dict]) -> list[dict]:
+    """Waits are read in hours on the pages and in their CSV ("6.0", not "21600.0 s")."""
+    return [{**row, "p95_hours": round((row["wait_seconds_p95"] or 0) / 3600, 2),
+             "median_hours": round((row["wait_seconds_median"] or 0) / 3600, 2)} for row in rows]
+
+
+def _wait_columns(first: str) -> list[tuple[str, str]]:
+    return [("name", first), ("jobs", _("Jobs")), ("median_hours", _("Median wait (h)")),
+            ("p95_hours", _("p95 wait (h)"))]
+
+
 def _wait_section(name: str, title: str, first: str, rows: list[dict]) -> Section:
-    hours = [{**row, "p95_hours": round((row["wait_seconds_p95"] or 0) / 3600, 2),
-              "median_hours": round((row["wait_seconds_median"] or 0) / 3600, 2)} for row in rows]
-    return Section(name, title, [("name", first), ("jobs", _("Jobs")), ("wait_seconds_median", _("Median wait (s)")),
-                                 ("wait_seconds_p95", _("p95 wait (s)"))], rows,
+    hours = _waits_in_hours(rows)
+    return Section(name, title, _wait_columns(first), hours,
                    bars(hours, "name", [("median_hours", _("median")), ("p95_hours", _("p95"))], _("hours")))
+
+
+def advice_section(name: str, title: str, advice: list[dict]) -> Section:
+    """The capacity advice as a table: the action by its label (the code stays in the JSON and the API)."""
+    rows = [{**row, "action_label": _action_label(row.get("action", ""))} for row in advice]
+    return Section(name, title, [("gpu_model", _("GPU model")), ("action_label", _("Action")),
+                                 ("evidence", _("Evidence"))], rows)
+
+
+def _action_label(code: str) -> str:
+    try:
+        return str(CapacityAction(code).label)
+    except ValueError:
+        return code
 
 
 def report_sections(data: dict) -> list[Section]:
@@ -150,12 +175,9 @@ def platform_sections(data: dict) -> list[Section]:
             ("mean_utilization_pct", _("Mean utilisation %")),
             ("gpu_memory_high_water_mb", _("GPU memory high-water (MiB)"))],
             data["capacity_daily"], _demand_figure(data["capacity_daily"])),
-        Section("longest_waiting_tenants", _("Tenants who waited longest"), [
-            ("name", _("Tenant")), ("jobs", _("Jobs")), ("wait_seconds_median", _("Median wait (s)")),
-            ("wait_seconds_p95", _("p95 wait (s)"))], data["longest_waiting_tenants"]),
-        Section("recommendations", _("Capacity recommendations"), [
-            ("gpu_model", _("GPU model")), ("action", _("Action")), ("evidence", _("Evidence"))],
-            data["recommendations"]),
+        Section("longest_waiting_tenants", _("Tenants who waited longest"), _wait_columns(_("Tenant")),
+                _waits_in_hours(data["longest_waiting_tenants"])),
+        advice_section("recommendations", _("Capacity recommendations"), data["recommendations"]),
     ]
 
 

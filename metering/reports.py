@@ -22,11 +22,12 @@ from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.dates import day_start, local_day, month_start, next_month
+from gpuportal.formatting import figure_text
 from gpuportal.validation import calendar_month
 from scheduling.models import FailureCategory
 from tenants.models import Project, Quota, Tenant
 
-from .models import CapacityDaily, JobFact, MonthlyReport, UsageDaily, UsageMonthly
+from .models import CapacityAction, CapacityDaily, JobFact, MonthlyReport, UsageDaily, UsageMonthly
 from .rollup import rollup
 
 #: Failure categories that more or better hardware would have avoided.
@@ -256,7 +257,7 @@ def recommendations(models: list[dict], waits: list[dict], submitted) -> list[di
         long_waits = (p95 >= ADD_WHEN_P95_WAIT_HOURS * 3600
                       and (entry["allocation_rate"] or 0) >= ADD_WHEN_ALLOCATION_RATE)
         if over_often and not long_waits and (entry["allocation_rate"] or 0) < SPREAD_BELOW_ALLOCATION_RATE:
-            action = "spread"
+            action = CapacityAction.SPREAD
             evidence = _("%(model)s: demand above capacity on %(over)d of %(days)d days but %(idle).0f %% idle -> "
                          "spread the peaks (reservations, backfill) before buying") % {
                 "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "idle": idle_share * 100}
@@ -264,22 +265,22 @@ def recommendations(models: list[dict], waits: list[dict], submitted) -> list[di
             step = max(1, round(entry["gpus_per_node"]))
             excess = percentile(entry["excess"], 0.75) or step
             add = int(math.ceil(excess / step) * step)
-            action = "add"
+            action = CapacityAction.ADD
             evidence = _("%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, "
-                         "%(res).0f %% of failures resource-related -> add %(add)d") % {
+                         "%(res).0f %% of failures resource-related -> add %(add)s %(model)s GPUs") % {
                 "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "wait": p95 / 3600,
-                "res": resource_share * 100, "add": add}
+                "res": resource_share * 100, "add": figure_text(add)}
             figures["add_gpus"] = add
         elif idle_share >= LEND_WHEN_IDLE_SHARE:
-            action = "lend_or_move"
+            action = CapacityAction.LEND_OR_MOVE
             evidence = _("%(model)s: %(idle).0f %% idle -> lend or move") % {"model": model, "idle": idle_share * 100}
         else:
-            action = "keep"
+            action = CapacityAction.KEEP
             evidence = _("%(model)s: %(alloc).0f %% allocated, demand above capacity on %(over)d of %(days)d days, "
                          "p95 wait %(wait).1f h -> keep") % {
                 "model": model, "alloc": (entry["allocation_rate"] or 0) * 100, "over": entry["days_over_capacity"],
                 "days": entry["days"], "wait": p95 / 3600}
-        advice.append({"gpu_model": model, "action": action, "evidence": evidence, "figures": figures})
+        advice.append({"gpu_model": model, "action": str(action.value), "evidence": evidence, "figures": figures})
     for entry in models:
         entry.pop("excess", None)
     return advice

@@ -90,7 +90,7 @@ class FailureCategory(models.TextChoices):
 INFRASTRUCTURE_FAILURES = (FailureCategory.NODE_FAULT, FailureCategory.GPU_FAULT, FailureCategory.COMMUNICATION)
 
 
-def _label(choices: type[models.TextChoices], value: str) -> str:
+def label_of(choices: type[models.TextChoices], value: str) -> str:
     """The translated label of ``value`` (the value itself when unknown, as Django's get_FOO_display)."""
     try:
         return str(choices(value).label)
@@ -280,13 +280,13 @@ class Job(TimeStampedModel):
     # Django's generated get_FOO_display() rebuilds a hashable copy of the choices on every call; these are
     # drawn on every row of every job list, so they look the label up in the enumeration instead.
     def get_status_display(self) -> str:
-        return _label(JobStatus, self.status)
+        return label_of(JobStatus, self.status)
 
     def get_failure_category_display(self) -> str:
-        return _label(FailureCategory, self.failure_category)
+        return label_of(FailureCategory, self.failure_category)
 
     def get_wait_reason_display(self) -> str:
-        return str(WaitReason(self.wait_reason).label) if self.wait_reason else ""
+        return label_of(WaitReason, self.wait_reason)
 
     @property
     def wait_reason_message(self) -> str:

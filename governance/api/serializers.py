@@ -7,7 +7,7 @@ from gpuportal.api import RequestSerializer, choose_from, text_field, whole_numb
 from scheduling.models import TaskType
 
 from ..models import Notification, PriorityRequest, RequestKind
-from ..services import MAX_EXTENDED_RUNTIME_MINUTES, MAX_JUSTIFICATION, MIN_JUSTIFICATION
+from ..services import MAX_COMMENT, MAX_EXTENDED_RUNTIME_MINUTES, MAX_JUSTIFICATION, MIN_JUSTIFICATION
 
 
 class PriorityRequestSerializer(serializers.ModelSerializer):
@@ -95,7 +95,7 @@ PRIORITY_REQUEST_BODY = PolymorphicProxySerializer(
 
 
 class DecisionSerializer(RequestSerializer):
-    comment = text_field(2000, required=False, blank=True, help_text="What the requester will read.")
+    comment = text_field(MAX_COMMENT, required=False, blank=True, help_text="What the requester will read.")
 
 
 class NotificationSerializer(serializers.ModelSerializer):

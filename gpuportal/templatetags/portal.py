@@ -3,7 +3,7 @@
 from django import template
 from django.utils.html import format_html
 
-from gpuportal.formatting import duration_text, relative_time
+from gpuportal.formatting import duration_text, figure_text, relative_time
 
 register = template.Library()
 
@@ -59,3 +59,9 @@ def relative(moment):
 def duration(seconds):
     """Seconds as "6 h 0 min" (gpuportal.formatting)."""
     return duration_text(seconds) if isinstance(seconds, int | float) else "—"
+
+
+@register.filter
+def figure(value):
+    """A figure with its thousands grouped ("12,345.6"), a dash for none (gpuportal.formatting)."""
+    return figure_text(value)

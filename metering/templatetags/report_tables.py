@@ -2,7 +2,7 @@
 
 A dashboard has thousands of cells (a row per day and GPU model or tenant, for each chart); through template
 loops they took most of the page's rendering time. Same markup: every value localised as the template engine
-would (``localize``) and escaped, an em dash for no value.
+would (``localize``), figures with their thousands grouped, escaped, an em dash for no value.
 """
 
 from html import escape
@@ -11,18 +11,28 @@ from django import template
 from django.utils.formats import localize
 from django.utils.safestring import mark_safe
 
+from gpuportal.formatting import figure_text
+
 register = template.Library()
 
 
-def _cell(value) -> str:
+#: Columns that hold identifiers, shown as they are typed (no thousands separators).
+IDENTIFIERS = frozenset({"job_id", "id", "year"})
+
+
+def _cell(value, grouped: bool) -> str:
     if value is None:
         return '<td class="nums">—</td>'
-    return f'<td class="nums">{escape(value if isinstance(value, str) else str(localize(value)))}</td>'
+    if isinstance(value, str):
+        return f'<td class="nums">{escape(value)}</td>'
+    return f'<td class="nums">{escape(figure_text(value) if grouped else str(localize(value)))}</td>'
 
 
 @register.simple_tag
 def data_table(section):
     """``section``'s columns and rows (``metering.presentation.Section``) as a table."""
     head = "".join(f"<th>{escape(str(label or key))}</th>" for key, label in section.columns)
-    body = "".join(f"<tr>{''.join(_cell(value) for value in row)}</tr>" for row in section.table())
+    grouped = [key not in IDENTIFIERS for key, _label in section.columns]
+    body = "".join(f"<tr>{''.join(_cell(value, group) for value, group in zip(row, grouped, strict=True))}</tr>"
+                   for row in section.table())
     return mark_safe(f'<table class="data-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')  # noqa: S308

@@ -1,4 +1,5 @@
-"""In Debian's Chromium: alice asks for a longer runtime, carol approves it, alice sees the decision."""
+"""In Debian's Chromium: alice asks for a longer runtime (the form showing only that kind's fields), carol
+approves it, alice sees the decision."""
 
 import pytest
 
@@ -22,7 +23,12 @@ def test_carol_approves_alices_request_and_alice_sees_it(page, live_server, user
     url = live_server.url
     login(page, url, "alice")
     page.goto(f"{url}/requests/new/")
+    page.select_option("#id_kind", "quota")  # the form shows only the fields of the chosen kind
+    assert page.is_visible("#id_guaranteed") and page.is_visible("#id_gpu_model")
+    assert not page.is_visible("#id_job") and not page.is_visible("#id_max_runtime_minutes")
     page.select_option("#id_kind", "runtime_extension")
+    assert page.is_visible("#id_job") and page.is_visible("#id_max_runtime_minutes")
+    assert not page.is_visible("#id_gpu_model") and not page.is_visible("#id_start")
     page.fill("#id_job", str(job.pk))
     page.fill("#id_max_runtime_minutes", "900")
     page.fill("#id_justification", "short")
@@ -54,3 +60,4 @@ def test_carol_approves_alices_request_and_alice_sees_it(page, live_server, user
     assert page.locator("#request-state").inner_text() == "Approved"
     decision = page.locator("#decision").inner_text()
     assert "carol" in decision and "Approved for this sweep only." in decision
+    assert page.locator("#impact").count() == 0  # a decided request shows its decision, not a preview

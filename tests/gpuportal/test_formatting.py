@@ -1,8 +1,9 @@
-"""Readable values (issue 14, part 6): durations and relative moments."""
+"""Readable values (issue 14, part 6): durations, relative moments and grouped figures."""
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
-from gpuportal.formatting import duration_text, relative_time
+from gpuportal.formatting import duration_text, figure_text, relative_time
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -19,3 +20,11 @@ def test_moments_read_relative_to_now():
     assert relative_time(NOW - timedelta(minutes=12), NOW) == "12 min ago"
     assert relative_time(NOW + timedelta(seconds=20), NOW) == "just now"
     assert relative_time(None, NOW) == ""
+
+
+def test_figures_have_their_thousands_grouped_and_nothing_else_changes():
+    assert figure_text(1234567) == "1,234,567"
+    assert figure_text(12345.5) == "12,345.5"
+    assert figure_text(Decimal("9876.25")) == "9,876.25"
+    assert figure_text(999) == "999"
+    assert figure_text(None) == "—" and figure_text("H100") == "H100" and figure_text(True) == "True"

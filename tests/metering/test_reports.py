@@ -9,9 +9,10 @@ from decimal import Decimal
 import pytest
 from django.core.management import call_command
 
+from gpuportal.formatting import duration_text
 from metering import reports
 from metering.models import GpuPrice, MonthlyReport
-from metering.presentation import report_sections
+from metering.presentation import advice_section, report_sections
 from metering.rollup import rollup
 from scheduling.models import FailureCategory, JobStatus
 from tenants.models import Tenant
@@ -131,6 +132,8 @@ def test_report_page_renders_charts_from_the_portals_own_plotly(client, october)
     html = client.get("/reports/2026-10/").content.decode()
     assert "/static/plotly/plotly-basic.min.js" in html and "cdn" not in html.lower()
     assert 'data-figure="figure-by_tenant"' in html and 'id="figure-by_tenant"' in html
+    waits = reports.build_report(october)
+    assert f">{duration_text(waits['wait_seconds_median'])}</span>" in html  # "2 h 5 min", not "7500.0 s"
     from django.contrib.staticfiles import finders
 
     assert finders.find("plotly/plotly-basic.min.js")  # kept in static/ (no CDN)
@@ -157,9 +160,12 @@ def test_recommendations_follow_the_documented_rules():
          model("L40S", 0.6, 1)], waits, JobFact.objects.none())}
     assert advice["A100"]["action"] == "add" and advice["A100"]["figures"]["add_gpus"] == 16
     assert "9 of 30 days, p95 wait 6.2 h" in advice["A100"]["evidence"]
+    assert advice["A100"]["evidence"].endswith("-> add 16 A100 GPUs")  # a number with its unit
     assert advice["T4"]["action"] == "lend_or_move" and "71 % idle" in advice["T4"]["evidence"]
     assert advice["H100"]["action"] == "spread"
     assert advice["L40S"]["action"] == "keep"
+    table = advice_section("recommendations", "Advice", list(advice.values())).table()
+    assert [row[1] for row in table] == ["Add GPUs", "Lend or move", "Spread the peaks", "Keep"]  # labels, not codes
 
 
 def test_an_unfrozen_closed_month_shows_live_figures_with_a_note_and_the_beat_task_freezes_it(client, october,

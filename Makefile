@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: demo test lint venv clean bench-poll bench-scheduler bench-rollup bench-dispatch replay
+.PHONY: demo test lint venv clean bench-poll bench-scheduler bench-rollup bench-dispatch replay prod-smoke
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,17 @@ test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) manage.py makemigrations --check --dry-run -v 0
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory prod-smoke
+
+# The production stack end to end (issue 15): gunicorn, Celery worker and beat, node agents over HTTP, on a
+# fresh database; a worker SIGKILLed mid-pass. Prints each check and a JSON summary with the timings.
+SMOKE_DB ?= gpuportal_smoke
+prod-smoke: $(STAMP)
+	./scripts/ensure-services.sh
+	psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $(SMOKE_DB) WITH (FORCE)"
+	psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $(SMOKE_DB)"
+	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(SMOKE_DB) $(PY) manage.py migrate --noinput -v 0
+	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(SMOKE_DB) DEBUG=0 $(PY) manage.py prod_smoke
 
 # Polling benchmark on this machine's PostgreSQL (database gpuportal_bench, created when missing).
 BENCH_DB ?= postgres://postgres@127.0.0.1:5432/gpuportal_bench

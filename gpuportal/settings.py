@@ -61,6 +61,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "gpuportal.health.HealthCheckMiddleware",  # /healthz, /readyz: before host checks and redirects (issue 15)
+    "gpuportal.logs.RequestLogMiddleware",  # a request id and one log line per request (issue 15)
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -69,6 +71,7 @@ MIDDLEWARE = [
     "gpuportal.validation.InputPolicyMiddleware",  # NUL in a path, query or form: 400 naming the field (issue 13)
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "tenants.middleware.TenantLogContextMiddleware",  # the user's tenants in the log lines (issue 15)
     "accounts.timezones.TimeZoneMiddleware",  # each person's time zone, from the session (issue 14, part 6)
     "axes.middleware.AxesMiddleware",  # turns a locked-out sign-in into accounts.lockout's 429 (part 5)
     "audit.log.AuditContextMiddleware",
@@ -360,14 +363,26 @@ except ValueError as error:
 # so demo jobs with runtimes of tens of minutes finish while someone watches.
 SIMULATION_TIME_SCALE = float(os.environ.get("GPUPORTAL_SIMULATION_TIME_SCALE", "0.02"))
 
+# Logs (issue 15): JSON lines on stdout in production (or with GPUPORTAL_LOG_FORMAT=json), each with the
+# request id, user and tenant (gpuportal.logs); plain text in the embedded demo, where runserver already
+# prints one line per request.
+LOG_FORMAT = os.environ.get("GPUPORTAL_LOG_FORMAT", "json" if PRODUCTION else "text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "gpuportal.logs.ContextFilter"}},
+    "formatters": {"json": {"()": "gpuportal.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout", "filters": ["context"],
+                             **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}, "celery.app.trace": {"level": "WARNING"},
-                "kombu": {"level": "WARNING"}},
+                "kombu": {"level": "WARNING"},
+                "gpuportal.request": {"level": "INFO" if LOG_FORMAT == "json" else "WARNING"}},
 }
+# Celery keeps the logging configured above instead of installing its own text handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
+# Beat touches its liveness file on every tick (manage.py liveness beat).
+CELERY_BEAT_SCHEDULER = "gpuportal.liveness:LivenessScheduler"
 
 if PRODUCTION:
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = os.environ.get("HTTPS", "1") == "1"

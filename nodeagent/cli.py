@@ -18,10 +18,12 @@ import contextlib
 import json
 import logging
 import signal
+import socket
 import sys
 import threading
 import urllib.error
 import urllib.request
+import zlib
 
 from .agent import Agent
 from .backends import make_backend
@@ -109,9 +111,11 @@ def main(argv=None) -> int:
                                                host=SimulatedHostSampler(seed=i)).start(),
                                          per_agent.get(name, token).strip())
     else:
-        backend = (make_backend("simulated", count=args.simulate, model=args.model) if args.simulate
+        # Simulated GPUs get UUIDs seeded by the node's name: two simulated nodes never report the same GPU.
+        seed = zlib.crc32((args.node_name or socket.gethostname()).encode())
+        backend = (make_backend("simulated", count=args.simulate, model=args.model, seed=seed) if args.simulate
                    else make_backend("nvidia"))
-        host = SimulatedHostSampler() if args.simulate else None
+        host = SimulatedHostSampler(seed=seed) if args.simulate else None
         agent = Agent(backend, node=args.node_name, labels=args.labels, host=host).start()
         for fault in args.fault:
             kind, _sep, gpu = fault.partition(":")

@@ -185,7 +185,7 @@ class AgentRequestHandler(BaseHTTPRequestHandler):
             logger.exception("snapshot failed")
             return self._json(500, {"detail": f"snapshot failed: {exc}"})
         if path == "/metrics":
-            return self._send(200, metrics.render(snapshot).encode(), "text/plain; version=0.0.4")
+            return self._send(200, metrics.render(snapshot).encode(), "text/plain; version=0.0.4; charset=utf-8")
         return self._json(200, snapshot)
 
     def do_POST(self):  # noqa: N802

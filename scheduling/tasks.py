@@ -64,8 +64,13 @@ def follow_up(report: PassReport) -> None:
 
 @shared_task
 def run_scheduling_pass() -> dict:
-    """One pass, then its follow-up."""
-    report = run_pass()
+    """One pass, then its follow-up. A pass that raises is counted (its transaction rolled back; the count is
+    written after, in its own) so that an alert sees passes failing, not only passes missing."""
+    try:
+        report = run_pass()
+    except Exception:
+        telemetry.increment("gpuportal_scheduling_pass_failures_total")
+        raise
     follow_up(report)
     return {"ran": report.ran, "admitted": report.admitted_ids, "waiting": len(report.waiting),
             "seconds": round(report.seconds, 4)}

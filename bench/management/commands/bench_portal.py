@@ -15,19 +15,11 @@ import json
 import os
 import re
 import secrets
-import shutil
-import signal
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.core.management.base import BaseCommand, CommandError
@@ -35,10 +27,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from fleet.models import GPU, Cluster, Node
-from gpuportal.db import database_url
 from scheduling import lifecycle
 from scheduling.models import Job, JobStatus, TaskType
 from tenants.models import Membership, Project, Quota, Role, Tenant
+
+from ...stack import ProductionStack
 
 PREFIX = "benchportal"
 MODEL = "BENCH-GPU"
@@ -166,12 +159,11 @@ class Command(BaseCommand):
         parser.add_argument("--jobs", type=int, default=2000, help="Jobs seeded when the portal is started here.")
         parser.add_argument("--web-workers", type=int, default=0, help="gunicorn workers (default: 2 per CPU).")
 
-    _static_root = ""
+    _stack: ProductionStack | None = None
 
     def handle(self, *args, **o):
         if o["clients"] < 1 or o["seconds"] <= 0:
             raise CommandError("--clients must be at least 1 and --seconds above 0")
-        processes = []
         try:
             if o["url"]:
                 base, password = o["url"].rstrip("/"), o["password"]
@@ -181,21 +173,14 @@ class Command(BaseCommand):
             else:
                 password = secrets.token_urlsafe(18)
                 job_id = self._seed(o["username"], password, o["jobs"])
-                base, processes = self._start(o["web_workers"])
+                base = self._start(o["web_workers"])
             clients = [Client(base, o["username"], password) for _ in range(o["clients"])]
             pages = _pages(job_id)
             share = o["seconds"] / len(pages)
             results = [_measure(clients, name, call, share) for name, call in pages]
         finally:
-            for process in processes:
-                process.send_signal(signal.SIGTERM)
-            for process in processes:
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-            if self._static_root:
-                shutil.rmtree(self._static_root, ignore_errors=True)
+            if self._stack is not None:
+                self._stack.stop()
         self.stdout.write(json.dumps({"url": base, "clients": o["clients"], "seconds": o["seconds"],
                                       "jobs": Job.objects.count() if not o["url"] else None,
                                       "pages": results}))
@@ -234,47 +219,13 @@ class Command(BaseCommand):
                 cursor.execute("ANALYZE")  # fresh statistics, as autovacuum keeps them on a live site
         return Job.objects.filter(tenant=tenant).order_by("-pk").values_list("pk", flat=True).first()
 
-    def _start(self, web_workers: int) -> tuple[str, list[subprocess.Popen]]:
+    def _start(self, web_workers: int) -> str:
         if connection.vendor != "postgresql":
             raise CommandError("bench_portal starts the production stack, which needs PostgreSQL (DATABASE_URL)")
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gpuportal.settings", "GPUPORTAL_ENV": "production",
-               "DEBUG": "0",
-               "SECRET_KEY": secrets.token_urlsafe(64), "GPUPORTAL_AUDIT_KEY": secrets.token_urlsafe(48),
-               "DATABASE_URL": database_url(),
-               "CELERY_BROKER_URL": os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/14"),
-               "ALLOWED_HOSTS": "127.0.0.1", "HTTPS": "0", "GPUPORTAL_ALLOW_HTTP": "1",
-               "GPUPORTAL_API_THROTTLE_USER": "1000000/min", "GPUPORTAL_LOGIN_FAILURE_LIMIT": "1000",
-               "LOG_LEVEL": "WARNING"}
-        env.pop("CELERY_TASK_ALWAYS_EAGER", None)
-        workers = web_workers or 2 * (os.cpu_count() or 1)
-        root = Path(settings.BASE_DIR)
-        # Production serves collected static files (hashed names, gzip): collect them first, as a site does.
-        self._static_root = tempfile.mkdtemp(prefix="gpuportal-bench-static-")
-        env["GPUPORTAL_STATIC_ROOT"] = self._static_root
-        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0", "--ignore", "admin",
-                        "--ignore", "rest_framework", "--ignore", "drf_spectacular_sidecar"],
-                       cwd=root, env=env, check=True)
-        web = subprocess.Popen([sys.executable, "-m", "gunicorn", "gpuportal.wsgi:application", "--bind",
-                                f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "gthread",
-                                "--threads", "4", "--log-level", "warning"], cwd=root, env=env)
-        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "gpuportal", "worker", "--concurrency", "1",
-                                   "--loglevel", "WARNING", "--without-gossip", "--without-mingle"],
-                                  cwd=root, env=env, stdout=subprocess.DEVNULL)
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                probe = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                probe.request("GET", "/accounts/login/")
-                if probe.getresponse().status == 200:
-                    return base, [web, worker]
-            except OSError:
-                time.sleep(0.2)
-            if web.poll() is not None:
-                break
-        web.kill()
-        worker.kill()
-        raise CommandError("gunicorn did not answer within 60 s (see its output above)")
+        self._stack = ProductionStack(os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/14"), {
+            "GPUPORTAL_API_THROTTLE_USER": "1000000/min", "GPUPORTAL_LOGIN_FAILURE_LIMIT": "1000"})
+        self._stack.collectstatic()
+        self._stack.start_web(web_workers or 2 * (os.cpu_count() or 1))
+        self._stack.start_worker(queues="celery")
+        self._stack.wait_answering("/accounts/login/", timeout=60)
+        return self._stack.base

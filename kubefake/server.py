@@ -218,7 +218,8 @@ def _json_patch(target: dict, operations: list) -> dict:
 class FakeKubernetes:
     """The API server's state, its controllers and its injectors. ``start()`` serves it over HTTP."""
 
-    def __init__(self, nodes=(), *, validate: bool = True, start_pods: bool = True, history: int = 100_000):
+    def __init__(self, nodes=(), *, validate: bool = True, start_pods: bool = True, history: int = 100_000,
+                 record_access: bool = False):
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.validate = validate
@@ -230,6 +231,9 @@ class FakeKubernetes:
         self.logs: dict[tuple[str, str], str] = {}
         self.failures: list[list] = []  # [method, path fragment, code, remaining]
         self.requests: list[tuple[str, str]] = []
+        # Opt-in (record_access=True): (API group, resource[/subresource], verb) of every request to a resource,
+        # as a real API server's authorizer sees it — what an RBAC rule must allow (tests/deploy/test_rbac.py).
+        self.access: list[tuple[str, str, str]] | None = [] if record_access else None
         self.deletions: list[tuple[str, str, str, str]] = []  # plural, namespace, name, propagation
         self.server = None
         self._suffix = itertools.count(1)
@@ -993,6 +997,21 @@ def _wanted_as(accept: str) -> str:
     return ""
 
 
+def authorization_attributes(method: str, plural: str, name: str | None, sub: str | None,
+                             query: dict) -> tuple[str, str, str]:
+    """(API group, resource[/subresource], verb) of a request, the attributes RBAC rules are written in: GET is
+    get (one object), list or watch (``?watch=true``); POST create; PUT update; PATCH patch; DELETE delete (one
+    object) or deletecollection."""
+    if method == "GET":
+        verb = "get" if name else "watch" if query.get("watch") in ("true", "1") else "list"
+    elif method == "DELETE":
+        verb = "delete" if name else "deletecollection"
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}[method]
+    group = RESOURCES[plural][1].rpartition("/")[0]
+    return group, f"{plural}/{sub}" if sub else plural, verb
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     api: FakeKubernetes
@@ -1047,6 +1066,8 @@ class _Handler(BaseHTTPRequestHandler):
             namespace, name, sub = parts.get("ns"), parts.get("name"), parts.get("sub")
             if sub and sub not in NAMES[plural][3]:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({url.path})")
+            if self.api.access is not None:
+                self.api.access.append(authorization_attributes(method, plural, name, sub, query))
             if method == "GET":
                 return self._get(plural, namespace, name, sub, query)
             if method == "POST" and not name:

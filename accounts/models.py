@@ -59,10 +59,12 @@ class ApiToken(models.Model):
 
 class Preference(models.Model):
     """A person's display settings. Times are shown in ``time_zone`` (an IANA name such as
-    ``Asia/Shanghai``), or in the site's zone (``TIME_ZONE``) when it is empty."""
+    ``Asia/Shanghai``), or in the site's zone (``TIME_ZONE``) when it is empty; pages in ``language`` (one of
+    ``LANGUAGES``), or as the browser asks when it is empty."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
     time_zone = models.CharField(_("time zone"), max_length=64, blank=True)
+    language = models.CharField(_("language"), max_length=16, blank=True, choices=settings.LANGUAGES)
 
     class Meta:
         verbose_name = _("preference")

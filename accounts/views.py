@@ -8,12 +8,14 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from . import timezones, tokens
+from . import languages, timezones, tokens
 from .forms import NewTokenForm, PreferenceForm
 from .models import ApiToken
 
@@ -65,3 +67,21 @@ def preferences(request):
             return redirect("accounts:preferences")
         return render(request, "accounts/preferences.html", {"form": form}, status=400)
     return render(request, "accounts/preferences.html", {"form": form})
+
+
+@require_POST
+def choose_language(request):
+    """The header's language choice (signed in or not): kept with the person, in the session and in the
+    language cookie (for the sign-in page), then back to the page it was made on."""
+    try:
+        code = languages.set_language(request, request.POST.get("language", ""))
+    except ValidationError as exc:
+        return HttpResponseBadRequest(" ".join(exc.messages))
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        target = "/"
+    response = redirect(target)
+    response.set_cookie(settings.LANGUAGE_COOKIE_NAME, code, max_age=365 * 86400, samesite="Lax",
+                        secure=settings.SESSION_COOKIE_SECURE, httponly=True)
+    return response

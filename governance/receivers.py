@@ -24,17 +24,25 @@ def _on_job_status_changed(sender, jobs, from_status, to_status, reasons, actor,
     if at is not None and (timezone.now() - at).total_seconds() > settings.GOVERNANCE["NOTIFY_MAX_AGE_SECONDS"]:
         return  # history being imported, not news
     for job in jobs:
-        url = f"/jobs/{job.pk}/"
-        if to_status == JobStatus.RUNNING:
-            notify([job.owner], NotificationKind.JOB_STARTED, _("Job #%(id)d %(name)s started") % {
-                "id": job.pk, "name": job.name}, reasons.get(job.pk, ""), url)
-        elif to_status == JobStatus.SUCCEEDED:  # opt-in (OPT_IN_KINDS): sent only to owners who asked for it
-            notify([job.owner], NotificationKind.JOB_SUCCEEDED, _("Job #%(id)d %(name)s succeeded") % {
-                "id": job.pk, "name": job.name}, reasons.get(job.pk, ""), url)
-        elif to_status == JobStatus.FAILED:
-            category = FailureCategory(job.failure_category).label if job.failure_category else _("unclassified")
-            notify([job.owner], NotificationKind.JOB_FAILED, _("Job #%(id)d %(name)s failed: %(c)s") % {
-                "id": job.pk, "name": job.name, "c": category}, job.failure_message or reasons.get(job.pk, ""), url)
-        elif to_status == JobStatus.PREEMPTED:
-            notify([job.owner], NotificationKind.JOB_PREEMPTED, _("Job #%(id)d %(name)s was preempted") % {
-                "id": job.pk, "name": job.name}, reasons.get(job.pk, ""), url)
+        notice = _job_notice(job, to_status)
+        if notice is not None:
+            kind, title = notice
+            body = (job.failure_message if to_status == JobStatus.FAILED else "") or reasons.get(job.pk, "")
+            notify([job.owner], kind, title, body, f"/jobs/{job.pk}/")
+
+
+def _job_notice(job, to_status: str):
+    """The kind and title (in the recipient's language, hence a callable) of a status change's notification;
+    None for a change nobody is told about. A job that succeeded is opt-in (OPT_IN_KINDS)."""
+    params = {"id": job.pk, "name": job.name}
+    if to_status == JobStatus.RUNNING:
+        return NotificationKind.JOB_STARTED, lambda: _("Job #%(id)d %(name)s started") % params
+    if to_status == JobStatus.SUCCEEDED:
+        return NotificationKind.JOB_SUCCEEDED, lambda: _("Job #%(id)d %(name)s succeeded") % params
+    if to_status == JobStatus.FAILED:
+        return NotificationKind.JOB_FAILED, lambda: _("Job #%(id)d %(name)s failed: %(c)s") % {
+            **params, "c": FailureCategory(job.failure_category).label if job.failure_category
+            else _("unclassified")}
+    if to_status == JobStatus.PREEMPTED:
+        return NotificationKind.JOB_PREEMPTED, lambda: _("Job #%(id)d %(name)s was preempted") % params
+    return None

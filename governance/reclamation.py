@@ -115,7 +115,7 @@ def _warn(job: Job, rule: Rule, evidence: dict, now) -> None:
     with transaction.atomic():
         IdleWatch.objects.create(job=job, warned_at=now, evidence=evidence)
         job_actions.note(job, JobEvent.Kind.RECLAMATION, text, data=evidence, at=now)
-    notify([job.owner], NotificationKind.RECLAMATION_WARNING, _("Job #%(id)d %(name)s is idle") % {
+    notify([job.owner], NotificationKind.RECLAMATION_WARNING, lambda: _("Job #%(id)d %(name)s is idle") % {
         "id": job.pk, "name": job.name}, text, f"/jobs/{job.pk}/")
 
 
@@ -128,6 +128,6 @@ def _reclaim(job: Job, watch: IdleWatch, evidence: dict, now) -> None:
         watch.save(update_fields=["reclaimed_at", "evidence"])
         audit.record(AuditAction.JOB_RECLAIM, job, actor=None, reason=text, before={"status": JobStatus.RUNNING},
                      after={"status": JobStatus.CANCELLED, "evidence": evidence})
-    notify([job.owner], NotificationKind.RECLAMATION_ACTION, _("Job #%(id)d %(name)s was reclaimed") % {
+    notify([job.owner], NotificationKind.RECLAMATION_ACTION, lambda: _("Job #%(id)d %(name)s was reclaimed") % {
         "id": job.pk, "name": job.name}, text, f"/jobs/{job.pk}/")
     request_scheduling_pass()

@@ -207,7 +207,7 @@ def request_admission(job: Job) -> PriorityRequest:
 def _announce_submitted(request: PriorityRequest) -> None:
     approvers = tenant_approvers(request.tenant_id) if request.scope == ApproverScope.TENANT else platform_approvers()
     notify([u for u in approvers if u.pk != request.requester_id], NotificationKind.REQUEST_SUBMITTED,
-           _("%(user)s asks: %(kind)s (%(tenant)s)") % {"user": request.requester.get_username(),
+           lambda: _("%(user)s asks: %(kind)s (%(tenant)s)") % {"user": request.requester.get_username(),
                                                      "kind": request.get_kind_display(), "tenant": request.tenant.name},
            request.justification, f"/requests/{request.pk}/")
 
@@ -263,7 +263,7 @@ def decide(user, request: PriorityRequest, approve: bool, comment: str = "") -> 
                      reason=comment or request.justification, before={"state": RequestState.PENDING},
                      after={"state": request.state, "kind": request.kind, **effect})
     notify([request.requester], NotificationKind.REQUEST_DECIDED,
-           _("Your request #%(id)d was %(state)s by %(user)s") % {
+           lambda: _("Your request #%(id)d was %(state)s by %(user)s") % {
                "id": request.pk, "state": request.get_state_display().lower(), "user": user.get_username()},
            comment, f"/requests/{request.pk}/")
     request_scheduling_pass()
@@ -329,7 +329,7 @@ def expire(request: PriorityRequest, now=None) -> bool:
                      after={"state": RequestState.EXPIRED}, reason=_("Undecided until %(t)s.") % {
                          "t": request.expires_at.isoformat(timespec="minutes")})
     notify([request.requester], NotificationKind.REQUEST_DECIDED,
-           _("Your request #%(id)d expired undecided") % {"id": request.pk}, "", f"/requests/{request.pk}/")
+           lambda: _("Your request #%(id)d expired undecided") % {"id": request.pk}, "", f"/requests/{request.pk}/")
     return True
 
 

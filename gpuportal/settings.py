@@ -72,6 +72,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "tenants.middleware.TenantLogContextMiddleware",  # the user's tenants in the log lines (issue 15)
+    "accounts.languages.LanguageMiddleware",  # the person's own language choice, from the session (issue 16)
     "accounts.timezones.TimeZoneMiddleware",  # each person's time zone, from the session (issue 14, part 6)
     "axes.middleware.AxesMiddleware",  # turns a locked-out sign-in into accounts.lockout's 429 (part 5)
     "audit.log.AuditContextMiddleware",

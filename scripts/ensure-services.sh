@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
 # Start what the test suite needs when it is not running: PostgreSQL, Redis, and Debian's Chromium for the
-# browser tests (installed with apt when absent; Playwright never downloads a browser).
+# browser tests (installed with apt when absent; Playwright never downloads a browser), and promtool.
 set -u
-if ! if ! command -v promtool >/dev/null 2>&1; then
-  echo "installing Debian's prometheus package for promtool (metrics and alerting-rule checks)"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-fi
-pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
   echo "starting PostgreSQL"
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
   for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
@@ -21,6 +16,11 @@ if [ ! -x /usr/bin/chromium ]; then
   echo "installing Debian's chromium for the browser tests"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "installing Debian's prometheus package for promtool (metrics and alerting-rule checks)"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 pg_isready -h 127.0.0.1 -p 5432 -q || { echo "PostgreSQL is not reachable on 127.0.0.1:5432" >&2; exit 1; }
 redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null || { echo "Redis is not reachable on 127.0.0.1:6379" >&2; exit 1; }

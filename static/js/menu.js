@@ -9,6 +9,10 @@
     var open = button.getAttribute("aria-expanded") === "true";
     button.setAttribute("aria-expanded", open ? "false" : "true");
   });
+  // The language choice applies as soon as it is picked (without scripts: its Apply button).
+  document.addEventListener("change", function (event) {
+    if (event.target.id === "id_site_language") { event.target.form.submit(); }
+  });
   document.addEventListener("keydown", function (event) {
     if (event.key !== "Escape") { return; }
     var button = document.querySelector(".menu-toggle[aria-expanded='true']");

@@ -39,7 +39,7 @@ def test_dave_sees_the_charts_and_downloads_csv(page, live_server, demo_history)
     # plotly drew real bars: one per tenant, in an SVG inside the chart
     assert page.locator('[data-figure="figure-by_tenant"] .main-svg g.point').count() >= 3
     assert page.locator('[data-figure="figure-daily"] .main-svg g.point').count() > 20
-    assert float(page.locator("#gpu-hours-allocated").inner_text()) > 0
+    assert float(page.locator("#gpu-hours-allocated").inner_text().replace(",", "")) > 0  # "1,234.5"
 
     with page.expect_download() as download:
         page.click("#section-by_tenant a.csv")

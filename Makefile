@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	PYTHON=$(PYTHON) ./scripts/ensure-build-deps.sh  # python-ldap compiles against libldap2-dev, libsasl2-dev (issue 16)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	@rm -f $(VENV)/.installed-*

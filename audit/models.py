@@ -38,6 +38,8 @@ class AuditAction(models.TextChoices):
     TOKEN_ISSUE = "token.issue", _("Agent token issued")
     REPORT_REGENERATE = "report.regenerate", _("Frozen report regenerated")
     RECONCILE_RELEASE = "reconcile.release", _("GPUs released by the reconciler")
+    USER_DEACTIVATE = "user.deactivate", _("Account disabled by the directory")
+    USER_REACTIVATE = "user.reactivate", _("Account enabled again by the directory")
 
 
 class AuditQuerySet(TenantScopedQuerySet):

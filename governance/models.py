@@ -139,6 +139,7 @@ class IdlePolicy(TimeStampedModel):
     task_type = models.ForeignKey("scheduling.TaskType", on_delete=models.CASCADE, null=True, blank=True,
                                   related_name="+")
     exempt = models.BooleanField(_("exempt from reclamation"), default=False)
+    # xgettext:no-python-format
     threshold_pct = models.PositiveSmallIntegerField(_("idle below (% utilisation)"), default=5)
     idle_minutes = models.PositiveIntegerField(_("idle for (minutes)"), default=60)
     grace_minutes = models.PositiveIntegerField(_("grace after the warning (minutes)"), default=30)

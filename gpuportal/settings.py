@@ -441,3 +441,68 @@ CONTENT_SECURITY_POLICY = {
 MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
                   "gpuportal.csp.ContentSecurityPolicyMiddleware")
 # --- end of deployment checks and security headers ----------------------------------------------------------
+
+# --- Directory sign-in (issue 16) ---------------------------------------------------------------------------
+# People sign in with the site's directory: LDAP (django-auth-ldap) when GPUPORTAL_LDAP_URI is set, OpenID
+# Connect (mozilla-django-oidc, code flow with PKCE, endpoints from the issuer's discovery document) when
+# GPUPORTAL_OIDC_ISSUER is set. Their groups become tenant memberships and platform roles through the mapping
+# platform admins edit on /directory/groups/ (or `manage.py map_group`); directory/ holds the rules. Secrets
+# come from files, never from the environment itself. Local accounts (the demo's) keep signing in unless
+# GPUPORTAL_LOCAL_LOGIN=0, which leaves a local password only to platform admins (break-glass).
+INSTALLED_APPS = [*INSTALLED_APPS, "directory"]
+
+
+def _directory_secret(variable: str) -> str:
+    path = os.environ.get(variable, "")
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text().strip()
+    except OSError as error:
+        raise ImproperlyConfigured(f"{variable} cannot be read: {error}") from error
+
+
+_LDAP_URI = os.environ.get("GPUPORTAL_LDAP_URI", "")
+_OIDC_ISSUER = os.environ.get("GPUPORTAL_OIDC_ISSUER", "").rstrip("/")
+DIRECTORY = {
+    # Off: only platform admins (and superusers) may sign in with a local password.
+    "LOCAL_LOGIN": os.environ.get("GPUPORTAL_LOCAL_LOGIN", "1") == "1",
+    # How often the beat brings every LDAP-signed-in person's memberships in line with the directory.
+    "SYNC_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_DIRECTORY_SYNC_INTERVAL", 900)),
+    "LDAP": {
+        "URI": _LDAP_URI,  # ldap://host:389 (with GPUPORTAL_LDAP_START_TLS=1) or ldaps://host:636
+        "BIND_DN": os.environ.get("GPUPORTAL_LDAP_BIND_DN", ""),
+        "BIND_PASSWORD": _directory_secret("GPUPORTAL_LDAP_BIND_PASSWORD_FILE"),
+        "USER_BASE": os.environ.get("GPUPORTAL_LDAP_USER_BASE", ""),
+        "USER_FILTER": os.environ.get("GPUPORTAL_LDAP_USER_FILTER", "(uid=%(user)s)"),
+        "GROUP_BASE": os.environ.get("GPUPORTAL_LDAP_GROUP_BASE", ""),
+        "GROUP_FILTER": os.environ.get("GPUPORTAL_LDAP_GROUP_FILTER", "(objectClass=groupOfNames)"),
+        # People under the user base who match this filter are disabled (e.g. "(pwdAccountLockedTime=*)" with
+        # OpenLDAP's ppolicy, "(userAccountControl:1.2.840.113556.1.4.803:=2)" on Active Directory).
+        "DISABLED_FILTER": os.environ.get("GPUPORTAL_LDAP_DISABLED_FILTER", ""),
+        "CA_FILE": os.environ.get("GPUPORTAL_LDAP_CA_FILE", ""),
+        "START_TLS": os.environ.get("GPUPORTAL_LDAP_START_TLS", "0") == "1",
+        "TIMEOUT_SECONDS": float(os.environ.get("GPUPORTAL_LDAP_TIMEOUT", 5)),
+    } if _LDAP_URI else None,
+    "OIDC": {
+        "ISSUER": _OIDC_ISSUER,
+        "CLIENT_ID": os.environ.get("GPUPORTAL_OIDC_CLIENT_ID", ""),
+        "CLIENT_SECRET": _directory_secret("GPUPORTAL_OIDC_CLIENT_SECRET_FILE"),
+        "GROUPS_CLAIM": os.environ.get("GPUPORTAL_OIDC_GROUPS_CLAIM", "groups"),
+        "SCOPES": os.environ.get("GPUPORTAL_OIDC_SCOPES", "openid email profile"),
+        "PROVIDER_NAME": os.environ.get("GPUPORTAL_OIDC_PROVIDER_NAME", "OpenID Connect"),
+        "CA_FILE": os.environ.get("GPUPORTAL_OIDC_CA_FILE", ""),
+        "TIMEOUT_SECONDS": float(os.environ.get("GPUPORTAL_OIDC_TIMEOUT", 10)),
+    } if _OIDC_ISSUER else None,
+}
+if DIRECTORY["LDAP"] and not DIRECTORY["LDAP"]["USER_BASE"]:
+    raise ImproperlyConfigured("GPUPORTAL_LDAP_USER_BASE must be set with GPUPORTAL_LDAP_URI")
+if DIRECTORY["OIDC"] and not DIRECTORY["OIDC"]["CLIENT_ID"]:
+    raise ImproperlyConfigured("GPUPORTAL_OIDC_CLIENT_ID must be set with GPUPORTAL_OIDC_ISSUER")
+AUTHENTICATION_BACKENDS = [
+    "accounts.lockout.LockoutBackend",  # the lockout check stays first (issue 12, part 5)
+    *(["directory.ldap_auth.LDAPDirectoryBackend"] if DIRECTORY["LDAP"] else []),
+    *(["directory.oidc_auth.OIDCDirectoryBackend"] if DIRECTORY["OIDC"] else []),
+    "django.contrib.auth.backends.ModelBackend" if DIRECTORY["LOCAL_LOGIN"] else "directory.local.BreakGlassBackend",
+]
+# --- end of directory sign-in -------------------------------------------------------------------------------

@@ -16,6 +16,9 @@ urlpatterns = [
     # permanent redirect, so that a later hashed static URL is followed). Resolved at the first request: in
     # production the hashed name comes from collectstatic's manifest, which `check --deploy` runs without.
     path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("favicon.svg"), permanent=False), name="favicon"),
+    # Directory sign-in (issue 16): its login and logout pages come before Django's at the same addresses;
+    # OpenID Connect (oidc/) and the group mapping page (directory/groups/).
+    path("", include("directory.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),

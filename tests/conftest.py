@@ -1,9 +1,20 @@
 import shutil
 
 import pytest
+from django.conf import settings
+from django.utils import translation
 from rest_framework.test import APIClient
 
 from tests.factories import build_world
+
+
+@pytest.fixture(autouse=True)
+def _site_language():
+    """Each test starts in the site's language: a request leaves its language (LocaleMiddleware, a person's
+    choice) active in the thread, and the next test would read Chinese where it expects English."""
+    translation.activate(settings.LANGUAGE_CODE)
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("gpuportal", "tenants", "accounts", "audit", "fleet", "scheduling", "governance", "metering", "demo",
-            "bench", "nodeagent", "kubefake", "cli/gpuportal_cli")
+PACKAGES = ("gpuportal", "tenants", "accounts", "audit", "fleet", "directory", "scheduling", "governance", "metering",
+            "demo", "bench", "nodeagent", "kubefake", "cli/gpuportal_cli")
 
 
 def _modules() -> dict[str, Path]:

@@ -14,6 +14,7 @@ from urllib.request import HTTPRedirectHandler, Request, build_opener
 from . import __version__
 from .config import TOKEN_VARIABLE
 from .errors import CliError, ExitCode
+from .i18n import accept_language
 from .i18n import gettext_ as _
 
 #: Keys of DRF error bodies that are about the whole request rather than one field.
@@ -70,7 +71,8 @@ class Portal:
                 {k: v for k, v in query.items() if v not in (None, "", [])}, doseq=True)
         data = None if body is None else json.dumps(body).encode()
         request = Request(url, data=data, method=method, headers={  # noqa: S310 - scheme checked above
-            "Accept": "application/json", "User-Agent": f"gpuportal-cli/{__version__}", **(headers or {})})
+            "Accept": "application/json", "Accept-Language": accept_language(),
+            "User-Agent": f"gpuportal-cli/{__version__}", **(headers or {})})
         if data is not None:
             request.add_header("Content-Type", "application/json")
         if authenticate and self.token:

@@ -101,5 +101,6 @@ def test_wait_reason_sentence_is_translated_for_the_reader(users):
     submit(users, gpus_per_node=8, command="sim:minutes=999")
     submit(users, username="carol", project="segmentation", gpus_per_node=8, command="sim:minutes=999")
     blocked = refreshed(submit(users, gpus_per_node=8))
-    with translation.override("zh-hans"):  # no catalogue yet: the English sentence, numbers filled in
-        assert "16 of its 16 A100" in blocked.wait_reason_message
+    with translation.override("zh-hans"):  # the reader's language, numbers filled in
+        assert blocked.wait_reason_message.startswith(
+            "租户 vision 已使用其 16 个 A100 GPU 中的 16 个；该作业还需要 8 个")

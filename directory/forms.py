@@ -1,0 +1,50 @@
+from django import forms
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
+
+from tenants.models import PlatformRole, Role, Tenant
+
+from .models import GROUP_MAX_LENGTH
+
+DIRECTORY_UNAVAILABLE = "directory_unavailable"
+
+
+class SignInForm(AuthenticationForm):
+    """The one login form, for local accounts and LDAP alike.
+
+    A refused sign-in says only that the username and password did not match, whether the person exists or
+    not; when the directory could not be reached it says that instead (true for every username, so it tells
+    nothing about any of them either)."""
+
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        DIRECTORY_UNAVAILABLE: _("The directory could not be reached, so your password could not be checked. "
+                                 "Try again in a few minutes; if it keeps failing, tell the platform administrators."),
+    }
+
+    def clean(self):
+        try:
+            return super().clean()
+        except ValidationError:
+            if getattr(self.request, "directory_unavailable", False):
+                raise ValidationError(self.error_messages[DIRECTORY_UNAVAILABLE], code=DIRECTORY_UNAVAILABLE) from None
+            raise
+
+
+class GroupMappingForm(forms.Form):
+    """A new mapping: a group, and either a tenant with a role or a platform role. The combination is checked
+    by ``directory.groups.add_mapping``, whose errors the page shows next to each field."""
+
+    group = forms.CharField(label=_("Directory group"), max_length=GROUP_MAX_LENGTH, help_text=_(
+        "An LDAP group's DN (cn=vision-researchers,ou=groups,dc=example,dc=org) or a value of the OpenID Connect "
+        "groups claim."))
+    tenant = forms.ChoiceField(label=_("Tenant"), required=False)
+    role = forms.ChoiceField(label=_("Role in the tenant"), required=False,
+                             choices=[("", "—"), *Role.choices])
+    platform_role = forms.ChoiceField(label=_("or platform role"), required=False,
+                                      choices=[("", "—"), *PlatformRole.Kind.choices])
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].choices = [("", "—"), *Tenant.objects.values_list("name", "name")]

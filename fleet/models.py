@@ -250,3 +250,19 @@ class NodeEvent(models.Model):
 
     def __str__(self):
         return f"{self.node} {self.from_state}->{self.to_state}: {self.reason}"
+
+    @staticmethod
+    def _state_label(code: str) -> str:
+        """A health or admin state's label in the reader's language (events store the codes)."""
+        for choices in (Health, AdminState):
+            if code in choices.values:
+                return str(choices(code).label)
+        return code
+
+    @property
+    def from_state_label(self) -> str:
+        return self._state_label(self.from_state)
+
+    @property
+    def to_state_label(self) -> str:
+        return self._state_label(self.to_state)

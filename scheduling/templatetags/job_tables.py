@@ -18,6 +18,8 @@ from django.utils.translation import gettext, gettext_noop
 from gpuportal.formatting import relative_time
 from gpuportal.templatetags.portal import job_status
 
+from ..models import FailureCategory, label_of
+
 register = template.Library()
 
 _HEADINGS = (gettext_noop("Name"), gettext_noop("Tenant / project"), gettext_noop("Task type"), gettext_noop("GPUs"),
@@ -35,7 +37,8 @@ def _position(job) -> str:
         return "—"
     text = escape(gettext("%(p)s (tenant: %(t)s)") % {"p": job.queue_position, "t": job.tenant_queue_position})
     if job.likely_start:
-        text += f'<div class="muted">{escape(gettext("starts"))} {escape(job.likely_start)}</div>'
+        starts = gettext("starts %(when)s") % {"when": job.likely_start}
+        text += f'<div class="muted">{escape(starts)}</div>'
     return text
 
 
@@ -71,3 +74,9 @@ def job_table(jobs, empty_text: str):
         rows = format_html('<tr><td colspan="9" class="empty">{}</td></tr>', empty_text)
     return format_html('<div class="table-wrap"><table class="jobs">\n  <thead><tr>{}</tr></thead>\n  <tbody>\n{}\n'
                        '  </tbody>\n</table></div>', head, rows)  # the wrapper scrolls it sideways on a phone
+
+
+@register.filter
+def failure_label(code: str) -> str:
+    """A failure category's label in the reader's language (the code itself when unknown)."""
+    return label_of(FailureCategory, code)

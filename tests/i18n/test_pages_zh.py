@@ -82,27 +82,14 @@ KNOWN_UNMARKED: list[tuple[str, str, str]] = [
      "scheduling/lifecycle.py:154", "store the category and the evidence; render message and advice at read time"),
     (r"Reduce the batch size, use gradient checkpointing or mixed precision, or a GPU with more memory\.",
      "scheduling/executors/kubernetes/diagnosis.py:143", "same: render the advice at read time"),
-    (r"(?<=：)out_of_memory(?= ——)", "templates/scheduling/job_detail.html:69",
-     "the attempt's category is shown as its code: show its label (FailureCategory(a.category).label)"),
     # wait-reason parameters that are codes, filled into a translated sentence
     (r"(?<=已被)user(?=挂起)", "scheduling/engine/passes.py:411 (held_by), rendered by scheduling/models.py:296",
      "translate held_by ('user' / 'admin', and the 'domain' of passes.py:231) before render_reason"),
-    # job tables
-    (r"^starts(?= )", "scheduling/templatetags/job_tables.py:38",
-     "gettext inside an f-string is never extracted: call it before the f-string, better with the time as "
-     "a parameter (gettext('starts %(when)s'))"),
     # nodes
     (r"\w+ set the node \w+\.", "fleet/services.py:37 (NodeEvent.reason)", "render at read time"),
-    (r"(?<=: )(active|cordoned|draining) → (active|cordoned|draining)", "templates/fleet/node_detail.html:63",
-     "from_state / to_state are codes: show the AdminState (or Health) labels"),
-    (r"datacenter=\S+, rack=\S+, network=\S+", "templates/fleet/node_detail.html:19",
-     "the labels' keys are plain English in the template: wrap the line in <code> (the agent's --labels syntax)"),
     # requests
     (r"Task type \w+ needs approval before the job may queue\.", "governance/services.py:200",
      "the admission request's justification is stored in the submitter's language: render it at read time"),
-    (r"^\d+ min$", "templates/governance/request_detail.html:14",
-     "'{{ item.max_runtime_minutes }} min': use blocktranslate ('%(m)s min' is in the catalogue) or "
-     "gpuportal.formatting"),
     # audit log: object text and before/after are stored (and hashed) when the record is written
     (r"#\d+ (Reservation|Longer max runtime|Burst above the tenant's limit|Higher priority for a job|"
      r"Permanent quota change|Job whose task type needs approval) \(\w+, \w+\)",

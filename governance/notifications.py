@@ -14,6 +14,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from accounts.models import Preference
+from gpuportal import phrases
 from tenants.models import Membership, PlatformRole, Role
 
 from .models import OPT_IN_KINDS, Notification, NotificationKind, NotificationPreference
@@ -32,11 +33,10 @@ Text = str | Callable[[], str]
 
 
 def _in_language(text: Text, language: str) -> str:
-    """``text`` as the recipient reads it: a callable is called with their language active."""
-    if not callable(text):
-        return text
+    """``text`` as the recipient reads it: a callable is called, a stored phrase (``gpuportal.phrases``, such as
+    a job event's reason) is rendered, with their language active; other text is sent as it is."""
     with translation.override(language):
-        return str(text())
+        return str(text()) if callable(text) else phrases.read(text, phrases.data_of(text))
 
 
 def notify(users, kind: str, title: Text, body: Text = "", url: str = "") -> int:

@@ -18,9 +18,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from gpuportal import telemetry
 from gpuportal.db import bulk_set
+from gpuportal.phrases import Phrase
 
 from . import lifecycle
 from .executors import executor_for
@@ -51,8 +53,8 @@ def _mark_dispatching(cluster, executor, ready: list[Job], now) -> list[Job]:
     fresh objects are deleted again) while the others of the batch go on."""
     if not ready:
         return []
-    reason = _("Sent to cluster %(c)s (%(kind)s executor).") % {
-        "c": cluster.name, "kind": cluster.get_executor_display()}
+    reason = Phrase(gettext_noop("Sent to cluster %(c)s (%(kind)s executor)."), {
+        "c": cluster.name, "kind": cluster.executor})
     with transaction.atomic():
         events = lifecycle.transition_many(ready, JobStatus.DISPATCHING, {job.pk: reason for job in ready}, at=now,
                                            skip_moved=True)

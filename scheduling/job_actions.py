@@ -12,9 +12,11 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
+from gpuportal.phrases import Phrase
 from tenants import access
 
 from . import lifecycle
@@ -99,8 +101,9 @@ def set_hold(user, job: Job, hold: bool) -> Job:
     new = ("admin" if is_admin else "user") if hold else ""
     with transaction.atomic():
         Job.objects.filter(pk=job.pk).update(held_by=new)
-        note(job, JobEvent.Kind.HOLD, (_("Held by %(user)s.") if hold else _("Released by %(user)s.")) % {
-            "user": user.get_username()}, actor=user)
+        note(job, JobEvent.Kind.HOLD, Phrase(gettext_noop("Held by %(user)s.") if hold
+                                             else gettext_noop("Released by %(user)s."), {"user": user.get_username()}),
+             actor=user)
         request_scheduling_pass()
     job.held_by = new
     return job

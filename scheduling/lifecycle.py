@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from fleet.models import Node
+from gpuportal import phrases
 
 from .models import (
     ACTIVE_STATUSES,
@@ -56,7 +57,7 @@ def create_job(*, status: str, reason: str, actor=None, **fields) -> Job:
     with transaction.atomic():
         job = Job.objects.create(status=status, **fields)
         JobEvent.objects.create(job=job, at=job.submitted_at, from_status="", to_status=status, reason=reason,
-                                actor=actor)
+                                actor=actor, data=phrases.data_of(reason))
         _announce([job], "", status, {job.pk: reason}, actor, job.submitted_at)
     return job
 
@@ -64,7 +65,8 @@ def create_job(*, status: str, reason: str, actor=None, **fields) -> Job:
 def note(job: Job, kind: str, reason: str, actor=None, data: dict | None = None, at=None) -> JobEvent:
     """A line on the job's timeline that changes no status (an approval, a fault, a repair, a cluster action)."""
     return JobEvent.objects.create(job=job, at=at or timezone.now(), kind=kind, from_status=job.status,
-                                   to_status=job.status, reason=reason, actor=actor, data=data or {})
+                                   to_status=job.status, reason=reason, actor=actor,
+                                   data={**(data or {}), **phrases.data_of(reason)})
 
 
 def transition(job: Job, to_status: str, reason: str, *, actor=None, at=None, data=None, **fields) -> JobEvent:
@@ -126,7 +128,8 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
             JobAllocation.objects.filter(job_id__in=ids, released_at__isnull=True).update(released_at=at)
         events = JobEvent.objects.bulk_create([
             JobEvent(job=job, at=at, from_status=from_status, to_status=to_status, reason=reasons[job.pk],
-                     actor=actor, data=(data or {}).get(job.pk) or {}) for job in jobs], batch_size=2000)
+                     actor=actor, data={**((data or {}).get(job.pk) or {}), **phrases.data_of(reasons[job.pk])})
+            for job in jobs], batch_size=2000)
         for job in jobs:
             for name, value in updates.items():
                 setattr(job, name, value)

@@ -13,6 +13,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from fleet.models import GPU, Cluster
+from gpuportal import phrases
 from gpuportal.models import TimeStampedModel
 from tenants.models import Project, Tenant
 from tenants.scoping import TenantScopedQuerySet
@@ -396,6 +397,17 @@ class JobEvent(models.Model):
 
     def __str__(self):
         return f"{self.job_id} {self.from_status}->{self.to_status}: {self.reason}"
+
+    @property
+    def reason_text(self) -> str:
+        """The reason in the reader's language: a wait reason from its code and numbers, a stored phrase from
+        its message id (``gpuportal.phrases``); other text as it was stored."""
+        if self.kind == self.Kind.WAIT_REASON and self.data.get("code") and "params" in self.data:
+            try:
+                return render_reason(self.data["code"], self.data["params"], translate=gettext)
+            except (KeyError, TypeError, ValueError):
+                return self.reason
+        return phrases.read(self.reason, self.data)
 
 
 class JobCheckpoint(models.Model):

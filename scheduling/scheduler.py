@@ -21,11 +21,13 @@ from datetime import UTC, datetime
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
 from gpuportal import telemetry
 from gpuportal.db import bulk_insert, bulk_set
+from gpuportal.phrases import Phrase
 
 from . import engine, lifecycle
 from .executors import executor_for
@@ -139,8 +141,8 @@ def _admission_reason(job: Job, admission, where: list[str]) -> str:
         how.append(_("backfilled: it ends before the first waiting job of its model can start"))
     if admission.borrowing:
         how.append(_("borrowing idle GPUs beyond the tenant's guarantee (reclaimable)"))
-    reason = _("Admitted: %(n)s x %(model)s on %(where)s.") % {
-        "n": f"{job.total_gpus:g}", "model": job.gpu_model, "where": "; ".join(where)}
+    reason = Phrase(gettext_noop("Admitted: %(n)s x %(model)s on %(where)s."), {
+        "n": f"{job.total_gpus:g}", "model": job.gpu_model, "where": "; ".join(where)})
     return f"{reason} ({'; '.join(how)})" if how else reason
 
 
@@ -191,7 +193,8 @@ def _store_waits(waiting, now, report: PassReport) -> None:
         if state is None or state.wait_reason != wait.reason.value:
             status = statuses[wait.job_id]
             events.append(JobEvent(job_id=wait.job_id, at=now, kind=JobEvent.Kind.WAIT_REASON, from_status=status,
-                                   to_status=status, reason=wait.message, data={"code": wait.reason.value}))
+                                   to_status=status, reason=wait.message,
+                                   data={"code": wait.reason.value, "params": params}))
         if state is None:
             new.append(JobQueueState(job_id=wait.job_id, **dict(zip(QUEUE_FIELDS, values, strict=True))))
         elif values != tuple(getattr(state, name) for name in QUEUE_FIELDS):  # a steady queue writes nothing

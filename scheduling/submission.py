@@ -18,9 +18,10 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from fleet.catalogue import GpuModelCapacity, gpu_model_catalogue
+from gpuportal.phrases import Phrase
 from gpuportal.validation import whole_number
 from tenants import access
 from tenants.models import Project, Quota, Tenant
@@ -328,9 +329,9 @@ def submit_job(user, data: dict) -> Job:
     project, task_type = clean["project"], clean["task_type"]
     now = timezone.now()
     needs_approval = task_type.requires_approval
-    reason = (_("Submitted by %(user)s; task type %(t)s needs approval.") if needs_approval
-              else _("Submitted by %(user)s; task type %(t)s needs no approval, queued.")) % {
-        "user": user.get_username(), "t": task_type.code}
+    reason = Phrase(gettext_noop("Submitted by %(user)s; task type %(t)s needs approval.") if needs_approval
+                    else gettext_noop("Submitted by %(user)s; task type %(t)s needs no approval, queued."),
+                    {"user": user.get_username(), "t": task_type.code})
     with transaction.atomic():
         job = lifecycle.create_job(
             status=JobStatus.PENDING if needs_approval else JobStatus.QUEUED, reason=reason, actor=user,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime, timedelta
 
 from .i18n import gettext_ as _
@@ -17,13 +18,23 @@ def cell(value) -> str:
     return str(value)
 
 
+def width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: a wide character (Chinese, full-width punctuation) takes two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def _pad(text: str, columns: int) -> str:
+    return text + " " * (columns - width(text))
+
+
 def table(headers: list[str], rows: list[list]) -> str:
-    """Columns padded to their widest cell; the last column is not padded (it may be a sentence)."""
+    """Columns padded to their widest cell, measured in terminal columns (a Chinese header is twice as wide as
+    its length); the last column is not padded (it may be a sentence)."""
     cells = [[cell(value) for value in row] for row in rows]
-    widths = [max([len(header), *(len(row[i]) for row in cells)]) for i, header in enumerate(headers)]
+    widths = [max([width(header), *(width(row[i]) for row in cells)]) for i, header in enumerate(headers)]
     lines = []
     for row in [headers, *cells]:
-        lines.append("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())
+        lines.append("  ".join(_pad(value, columns) for value, columns in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
 
 

@@ -27,8 +27,10 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from gpuportal.formatting import duration_text
+from gpuportal.phrases import Phrase
 
 from ..models import FailureCategory, JobStatus
 from . import simulated_log
@@ -91,8 +93,8 @@ class SimulatedExecutor(Executor):
                 if plan["outcome"] == FailureCategory.IMAGE:
                     return self._failed(job, FailureCategory.IMAGE, now, _("Image could not be pulled."))
                 nodes = sorted({a.gpu.node.name for a in job.allocations.all() if a.released_at is None})
-                return ExecutorUpdate(JobStatus.RUNNING, _("Containers started on %(nodes)s.") % {
-                    "nodes": ", ".join(nodes)})
+                return ExecutorUpdate(JobStatus.RUNNING, Phrase(gettext_noop("Containers started on %(nodes)s."), {
+                    "nodes": ", ".join(nodes)}))
             return None
         if job.status != JobStatus.RUNNING or not job.started_at:
             return None

@@ -40,3 +40,11 @@ def test_a_failure_is_explained_with_its_evidence():
         "Why it failed: NCCL timeout between nodes. [communication]", "Exit code: 1", "Node: h100-02",
         "What to do: Resubmit; the node was drained.", "Evidence:", "  reason: Error", "  last_log_lines:",
         "    step 10", "    NCCL WARN timeout"]
+
+
+def test_chinese_columns_line_up_in_a_terminal():
+    text = render.table(["编号", "名称"], [[12, "训练"], [3, "eval"]])
+    first, second, third = text.splitlines()
+    # "编号" takes four terminal columns, like "12  " below it: the second column starts at the same place
+    assert render.width(first[:first.index("名称")]) == render.width(second[:second.index("训练")]) == 6
+    assert third == "3     eval"

@@ -25,7 +25,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from accounts import tokens
 from accounts.models import Preference
@@ -33,6 +33,7 @@ from fleet.models import GPU, Cluster, Node
 from fleet.services import set_node_admin_state
 from governance import services as governance
 from governance.models import PriorityRequest
+from gpuportal.phrases import Phrase
 from metering import reports
 from metering.rollup import rollup
 from scheduling import lifecycle, submission
@@ -66,17 +67,6 @@ FAILED_LOG = "step 1200 loss 0.42\ntorch.cuda.OutOfMemoryError: CUDA out of memo
 #: and shown later to every reader as stored. (pattern of the English text, source, fix)
 KNOWN_UNMARKED: list[tuple[str, str, str]] = [
     # job timeline (JobEvent.reason), templates/scheduling/job_detail.html:128
-    (r"Submitted by \w+; task type \w+ needs (no )?approval(, queued)?\.", "scheduling/submission.py:331",
-     "store a code and its parameters in the event, render the sentence with gettext when the page is read"),
-    (r"Admitted: \d+ x \w+ on [^.]*\.", "scheduling/scheduler.py:142", "same: render at read time"),
-    (r"Sent to cluster \w+ \(\w+ executor\)\.", "scheduling/dispatch.py:54", "same: render at read time"),
-    (r"Containers started on [\w, -]+\.", "scheduling/executors/simulated.py:94 (and kubernetes/sync.py)",
-     "same: render at read time"),
-    (r"Held by \w+\.", "scheduling/job_actions.py:102", "same: render at read time"),
-    (r"Tenant \w+ uses [^.]*\(guaranteed \d+\)\.|Held by the \w+; it will not start until released\.|"
-     r"Task type \w+ needs approval; the job queues once an approver accepts it\.",
-     "scheduling/scheduler.py:193 (wait-reason events: the message of scheduling/engine/passes.py:474)",
-     "keep the code and params in the event's data; render with render_reason(..., translate=gettext)"),
     # a failure's diagnosis (Job.failure_message, executor_state.diagnosis), job_detail.html:25-28 and 69
     (r"The GPU ran out of memory:", "scheduling/executors/kubernetes/diagnosis.py:142, stored by "
      "scheduling/lifecycle.py:154", "store the category and the evidence; render message and advice at read time"),
@@ -200,8 +190,8 @@ def _build(users, on_commit) -> dict:
     with on_commit(execute=True):  # what the simulated cluster's sync records when the containers start
         for key in ("running", "failed"):
             nodes = sorted(set(JobAllocation.objects.filter(job=jobs[key]).values_list("gpu__node__name", flat=True)))
-            lifecycle.transition(jobs[key], JobStatus.RUNNING, _("Containers started on %(nodes)s.") % {
-                "nodes": ", ".join(nodes)})
+            started = Phrase(gettext_noop("Containers started on %(nodes)s."), {"nodes": ", ".join(nodes)})
+            lifecycle.transition(jobs[key], JobStatus.RUNNING, started)
         jobs["failed"] = _fail_out_of_gpu_memory(Job.objects.get(pk=jobs["failed"].pk))
         set_hold(alice, jobs["held"], True)
 

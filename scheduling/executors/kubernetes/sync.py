@@ -20,10 +20,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from fleet.models import Cluster, ExecutorKind
+from gpuportal.phrases import Phrase
 
 from ... import lifecycle
 from ...models import Job, JobStatus
@@ -169,8 +171,8 @@ class ClusterSync:
             if diagnosis is not None:
                 return self.fail_or_retry(job, diagnosis)
         if job.status == JobStatus.DISPATCHING and len(states) == job.node_count and all(s.running for s in states):
-            return self._move(job, JobStatus.RUNNING, _("All %(n)d pod(s) running on %(nodes)s.") % {
-                "n": len(states), "nodes": ", ".join(sorted({s.node for s in states}))})
+            return self._move(job, JobStatus.RUNNING, Phrase(gettext_noop("All %(n)d pod(s) running on %(nodes)s."), {
+                "n": len(states), "nodes": ", ".join(sorted({s.node for s in states}))}))
         return False
 
     def _gone(self, job: Job) -> bool:

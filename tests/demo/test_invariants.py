@@ -410,7 +410,8 @@ def _attempts(job: Job, detail: dict, text: str) -> list[str]:
         kept = [a for a in attempts if _at(a.get("at")) == at and a.get("category") == data["category"]]
         if not kept:
             problems.append(f"the attempt that failed with {data['category']} at {at} is not among its attempts")
-        elif f"Attempt {kept[0]['attempt'] + 1}: {data['category']} — {data['message']}" not in listed:
+        elif (f"Attempt {kept[0]['attempt'] + 1}: {FailureCategory(data['category']).label} — {data['message']}"
+              not in listed):  # the category by its label, as the page reads it
             problems.append(f"the page does not list attempt {kept[0]['attempt'] + 1} ({data['category']})")
     return problems
 

@@ -87,7 +87,7 @@ def test_node_fault_is_retried_away_from_the_node_and_resumes_from_the_checkpoin
         assert env["GPUPORTAL_RESUME_FROM"] == "/data/ckpt/12000.pt"
     client.login(username="alice", password="demo")
     page = client.get(f"/jobs/{job.pk}/").content.decode()
-    assert "Attempt 1: node_fault" in page and "retried automatically up to 2 times" in page
+    assert "Attempt 1: Node fault" in page and "retried automatically up to 2 times" in page
 
 
 def test_eviction_is_a_node_fault_and_user_errors_are_not_retried(kube, users):

@@ -28,7 +28,7 @@ from fleet.models import Cluster, ExecutorKind
 from gpuportal.phrases import Phrase
 
 from ... import lifecycle
-from ...models import Job, JobStatus
+from ...models import FailureCategory, Job, JobStatus, label_of
 from . import KubernetesExecutor, manifests
 from .diagnosis import IMAGE_REASONS, Diagnosis, PodState, diagnose
 
@@ -223,7 +223,7 @@ class ClusterSync:
         except lifecycle.InvalidTransition:
             return False  # cancelled or preempted meanwhile
         job.executor_state = {**state, **(job.executor_state or {})}
-        self.executor.stop(job, _("The attempt failed: %(c)s.") % {"c": diagnosis.category})
+        self.executor.stop(job, _("The attempt failed: %(c)s.") % {"c": label_of(FailureCategory, diagnosis.category)})
         return True
 
 

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit import log as audit
+from audit.models import AuditAction
 from tenants import memberships
 from tenants.models import Tenant
 
@@ -29,11 +30,6 @@ from .groups import Access, access_for_groups
 from .models import DirectoryAccount, DirectoryGrant
 
 logger = logging.getLogger(__name__)
-
-#: Audit actions of the directory's changes to a person's account (issue 16).
-USER_DEACTIVATE = "user.deactivate"
-USER_REACTIVATE = "user.reactivate"
-
 
 @dataclass
 class Changes:
@@ -123,5 +119,5 @@ def _set_active(user, account: DirectoryAccount, active: bool, reason: str) -> N
     user.save(update_fields=["is_active"])
     account.disabled_by_directory = not active
     account.save(update_fields=["disabled_by_directory", "last_updated"])
-    audit.record(USER_REACTIVATE if active else USER_DEACTIVATE, user, reason=reason,
+    audit.record(AuditAction.USER_REACTIVATE if active else AuditAction.USER_DEACTIVATE, user, reason=reason,
                  before={"is_active": not active}, after={"is_active": active})

@@ -150,7 +150,24 @@ def _write_certificates(state: Path) -> None:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
 
 
-class Slapd:
+class _ServerProcess:
+    """A server of the tests in a process of its own, with a state directory removed when it stops."""
+
+    process: subprocess.Popen | None
+    state: Path
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+class Slapd(_ServerProcess):
     """One slapd process serving a directory of its own on ``uri``."""
 
     def __init__(self):
@@ -190,16 +207,6 @@ class Slapd:
         subprocess.run([ldapadd, "-x", "-H", self.uri, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD], input=_ldif().encode(),
                        check=True, capture_output=True)
         return self
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.state, ignore_errors=True)
 
     def admin(self):
         connection = ldap.initialize(self.uri, bytes_mode=False)
@@ -254,7 +261,7 @@ class Slapd:
                 "GPUPORTAL_LDAP_CA_FILE": self.ca_file, "GPUPORTAL_LDAP_START_TLS": "1"}
 
 
-class OIDCProvider:
+class OIDCProvider(_ServerProcess):
     """``tests/directory/oidc_provider/serve.py`` in its own process on ``issuer``."""
 
     CLIENT_ID = "gpuportal-tests"
@@ -300,16 +307,6 @@ class OIDCProvider:
                                    + (self.state / "provider.log").read_text(errors="replace")[-3000:])
             time.sleep(0.1)
         return self
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.state, ignore_errors=True)
 
     def set_groups(self, username: str, groups: list[str]) -> None:
         """Change a person's groups at the provider (its test-only hook)."""

@@ -131,7 +131,7 @@ def validate_request(user, data) -> tuple[dict, dict]:
                     "t": wanted.code, "p": wanted.priority, "q": job.priority}
             fields["task_type"] = wanted
         else:
-            minimum = (job.max_runtime_minutes + 1) if job else 1
+            minimum = ((job.max_runtime_minutes or 0) + 1) if job else 1
             fields["max_runtime_minutes"] = whole_number(errors, data, "max_runtime_minutes", minimum,
                                                  MAX_EXTENDED_RUNTIME_MINUTES, _("Max runtime (minutes)"))
     elif kind in (K.BURST, K.RESERVATION):

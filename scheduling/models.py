@@ -127,6 +127,110 @@ class JobQuerySet(TenantScopedQuerySet):
         return self.prefetch_related(held)
 
 
+class WorkloadKind(models.TextChoices):
+    """How a job runs: to completion, as a notebook one opens, as a service that stays up, as one task of an
+    array. The task type says how it ranks; the kind says what it is."""
+
+    BATCH = "batch", _("Batch job")
+    NOTEBOOK = "notebook", _("Notebook")
+    SERVICE = "service", _("Inference service")
+    ARRAY = "array", _("Job array")
+
+
+#: Kinds that run until stopped: no planned end, no max runtime unless one is set.
+LONG_RUNNING_KINDS = (WorkloadKind.NOTEBOOK, WorkloadKind.SERVICE)
+
+
+class JobGroup(TimeStampedModel):
+    """Jobs submitted as one: the tasks of an array or the replicas of an inference service.
+
+    Each member is a job of its own (scheduled, metered, cancelled like any), so quotas, fair share,
+    reservations and metering need no special case; the group keeps what the members share and what the
+    lists show as one row. ``request`` is the submission every member was made from: a clone, an added
+    replica and a rollout reuse it.
+    """
+
+    class Kind(models.TextChoices):
+        ARRAY = "array", _("Job array")
+        SERVICE = "service", _("Inference service")
+
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="job_groups")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="job_groups")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="job_groups")
+    name = models.CharField(_("name"), max_length=200)
+    request = models.JSONField(_("request"), default=dict)
+    indices = models.JSONField(_("array indices"), default=list, blank=True)
+    size = models.PositiveIntegerField(_("tasks or desired replicas"))
+    parallelism = models.PositiveIntegerField(_("most tasks running at once"), null=True, blank=True)
+    port = models.PositiveIntegerField(_("port"), null=True, blank=True)
+    image = models.CharField(_("image"), max_length=500, blank=True)
+    revision = models.PositiveIntegerField(_("revision"), default=1)
+    submitted_at = models.DateTimeField(_("submitted"))
+    stopped_at = models.DateTimeField(_("stopped"), null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        verbose_name = _("job group")
+        verbose_name_plural = _("job groups")
+
+    def __str__(self):
+        return f"{self.kind} {self.pk} {self.name}"
+
+
+class JobTemplate(TimeStampedModel):
+    """A named starting point for a submission: platform-wide (no tenant) or a tenant's own. Its content
+    lives in versions; a job records the version it came from."""
+
+    name = models.CharField(_("name"), max_length=100)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True,
+                               related_name="job_templates")
+    kind = models.CharField(_("kind"), max_length=16, choices=WorkloadKind.choices, default=WorkloadKind.BATCH)
+    description = models.TextField(_("description"), blank=True)
+    builtin = models.BooleanField(_("built in"), default=False)
+    archived = models.BooleanField(_("archived"), default=False)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="template_unique_name_per_tenant"),
+            models.UniqueConstraint(fields=["name"], condition=models.Q(tenant__isnull=True),
+                                    name="template_unique_platform_name"),
+        ]
+        verbose_name = _("job template")
+        verbose_name_plural = _("job templates")
+
+    def __str__(self):
+        return self.name
+
+
+class JobTemplateVersion(models.Model):
+    """One immutable version of a template: its typed parameters (``[{name, type, default, label, help}]``)
+    and the submit-field values it fills in (``defaults``)."""
+
+    template = models.ForeignKey(JobTemplate, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField(_("version"))
+    parameters = models.JSONField(_("parameters"), default=list, blank=True)
+    defaults = models.JSONField(_("defaults"), default=dict, blank=True)
+    note = models.CharField(_("change note"), max_length=500, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created_at = models.DateTimeField(_("created"))
+
+    class Meta:
+        ordering = ["template", "-version"]
+        constraints = [models.UniqueConstraint(fields=["template", "version"], name="template_version_unique")]
+        verbose_name = _("job template version")
+        verbose_name_plural = _("job template versions")
+
+    def __str__(self):
+        return f"{self.template.name} v{self.version}"
+
+
 class Topology(models.TextChoices):
     ANY = "any", _("Any (tightest domain that fits)")
     SAME_NODE = "same_node", _("Same node")
@@ -151,7 +255,15 @@ class Job(TimeStampedModel):
     node_count = models.PositiveSmallIntegerField(_("nodes"), default=1)
     image = models.CharField(_("image"), max_length=500)
     command = models.TextField(_("command"), blank=True)
-    max_runtime_minutes = models.PositiveIntegerField(_("max runtime (minutes)"))
+    max_runtime_minutes = models.PositiveIntegerField(_("max runtime (minutes)"), null=True, blank=True,
+                                                      help_text=_("Empty: none (services run until stopped)."))
+    kind = models.CharField(_("kind"), max_length=16, choices=WorkloadKind.choices, default=WorkloadKind.BATCH,
+                            db_index=True)
+    group = models.ForeignKey(JobGroup, on_delete=models.PROTECT, null=True, blank=True, related_name="members")
+    group_index = models.PositiveIntegerField(_("index in its array, or replica number"), null=True, blank=True)
+    revision = models.PositiveIntegerField(_("service revision"), null=True, blank=True)
+    template_version = models.ForeignKey(JobTemplateVersion, on_delete=models.PROTECT, null=True, blank=True,
+                                         related_name="jobs")
     topology = models.CharField(_("topology"), max_length=24, choices=Topology.choices, default=Topology.ANY)
     gpu_milli = models.PositiveSmallIntegerField(_("share of each GPU (1/1000)"), default=1000)
     cpu_milli = models.PositiveIntegerField(_("CPU per node (millicores)"), default=0)

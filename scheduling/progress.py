@@ -98,7 +98,7 @@ class RunDeadline:
 
 def run_deadline(job: Job) -> RunDeadline | None:
     """The end the max runtime sets for the current (or last) run; None before it started."""
-    if not job.started_at:
-        return None
+    if not job.started_at or job.max_runtime_minutes is None:
+        return None  # not started, or no max runtime (a service runs until stopped)
     ends_at = job.started_at + timedelta(minutes=job.max_runtime_minutes)
     return RunDeadline(ends_at, job.max_runtime_minutes, job.failure_category == FailureCategory.TIMEOUT)

@@ -6,6 +6,7 @@ their real placements; waiting jobs are routed to a cluster. Nothing here decide
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 
@@ -17,7 +18,7 @@ from tenants.quotas import effective_quotas
 
 from . import engine
 from .engine.estimate import runtime_from_history
-from .models import ACTIVE_STATUSES, Job, JobAllocation, JobStatus, Reservation
+from .models import ACTIVE_STATUSES, LONG_RUNNING_KINDS, Job, JobAllocation, JobStatus, Reservation, WorkloadKind
 
 #: Finished jobs older than this many half-lives no longer matter for fair share.
 USAGE_HALF_LIVES = 4
@@ -55,6 +56,32 @@ def usage_history(now, half_life_seconds: float) -> tuple[engine.UsageRecord, ..
     return tuple(engine.UsageRecord(t, day.timestamp(), seconds) for (t, day), seconds in per_day.items())
 
 
+def _preemptible(job: dict) -> bool:
+    """Services stay up: no lower class may take their GPUs (the task type decides for every other kind)."""
+    return job["task_type__preemptible"] and job["kind"] != WorkloadKind.SERVICE
+
+
+def _max_runtime(job: dict) -> float:
+    """Seconds it may run; a job with no max runtime (a service) has no end."""
+    minutes = job["max_runtime_minutes"]
+    return math.inf if minutes is None else minutes * 60.0
+
+
+def _expected_runtime(job: dict, estimates: dict) -> float | None:
+    """What history says a batch job of its type and size runs; notebooks and services run until stopped, so
+    only their max runtime (often none) bounds them."""
+    if job["kind"] in LONG_RUNNING_KINDS:
+        return None
+    return estimates.get((job["task_type__code"], job["gpus_per_node"] * job["node_count"]))
+
+
+def _array_of(job: dict) -> str:
+    """The array an array task belongs to, as its wait reason names it ("" for any other job)."""
+    if job["kind"] != WorkloadKind.ARRAY or job["group_id"] is None:
+        return ""
+    return f"#{job['group_id']} {job['group__name']}"
+
+
 def running_jobs(now, estimates: dict | None = None) -> tuple[engine.RunningJob, ...]:
     """Every job holding GPUs, with its real placements (node, indices, share)."""
     estimates = runtime_estimates(now) if estimates is None else estimates
@@ -67,18 +94,17 @@ def running_jobs(now, estimates: dict | None = None) -> tuple[engine.RunningJob,
     for job in Job.objects.active().values("id", "tenant__name", "gpu_model", "priority", "task_type__preemptible",
                                            "task_type__code", "submitted_at", "admitted_at", "started_at",
                                            "max_runtime_minutes", "gpus_per_node", "node_count", "cpu_milli",
-                                           "memory_mib"):
+                                           "memory_mib", "kind", "group_id", "group__name"):
         per_node: dict[tuple[int, int], list[int]] = defaultdict(list)
         for node_id, index, fraction in placements.get(job["id"], []):
             per_node[(node_id, round(fraction * 1000))].append(index)
         started = job["started_at"] or job["admitted_at"] or now
         running.append(engine.RunningJob(
             id=job["id"], tenant=job["tenant__name"], gpu_model=job["gpu_model"], priority=job["priority"],
-            preemptible=job["task_type__preemptible"], task_type=job["task_type__code"],
+            preemptible=_preemptible(job), task_type=job["task_type__code"],
             submitted_at=job["submitted_at"].timestamp(), started_at=started.timestamp(),
-            max_runtime=job["max_runtime_minutes"] * 60.0,
-            expected_runtime=estimates.get((job["task_type__code"], job["gpus_per_node"] * job["node_count"])),
-            cpu_milli=job["cpu_milli"], memory_mib=job["memory_mib"],
+            max_runtime=_max_runtime(job), expected_runtime=_expected_runtime(job, estimates),
+            cpu_milli=job["cpu_milli"], memory_mib=job["memory_mib"], group=_array_of(job),
             placements=tuple(engine.Placement(n, tuple(sorted(ix)), milli) for (n, milli), ix in
                              sorted(per_node.items()))))
     return tuple(running)
@@ -95,7 +121,8 @@ def _waiting_by_cluster(clusters, nodes, estimates) -> dict[str, list[engine.Wai
     for j in Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.PENDING)).values(
             "id", "tenant__name", "gpu_model", "gpus_per_node", "node_count", "priority", "task_type__code",
             "task_type__preemptible", "submitted_at", "gpu_milli", "cpu_milli", "memory_mib", "topology",
-            "max_runtime_minutes", "held_by", "status", "cluster__name", "executor_state"):
+            "max_runtime_minutes", "held_by", "status", "cluster__name", "executor_state", "kind", "group_id",
+            "group__name", "group__parallelism"):
         home = j["cluster__name"] or max(
             (c.name for c in clusters), key=lambda name: (healthy_gpus.get((name, j["gpu_model"]), 0), name),
             default="")
@@ -103,9 +130,9 @@ def _waiting_by_cluster(clusters, nodes, estimates) -> dict[str, list[engine.Wai
             id=j["id"], tenant=j["tenant__name"], gpu_model=j["gpu_model"], gpus_per_node=j["gpus_per_node"],
             nodes=j["node_count"], priority=j["priority"], task_type=j["task_type__code"],
             submitted_at=j["submitted_at"].timestamp(), gpu_milli=j["gpu_milli"], cpu_milli=j["cpu_milli"],
-            memory_mib=j["memory_mib"], topology=j["topology"], max_runtime=j["max_runtime_minutes"] * 60.0,
-            expected_runtime=estimates.get((j["task_type__code"], j["gpus_per_node"] * j["node_count"])),
-            preemptible=j["task_type__preemptible"], held=j["held_by"],
+            memory_mib=j["memory_mib"], topology=j["topology"], max_runtime=_max_runtime(j),
+            expected_runtime=_expected_runtime(j, estimates), preemptible=_preemptible(j), held=j["held_by"],
+            group=_array_of(j), group_limit=(j["group__parallelism"] or 0) if _array_of(j) else 0,
             awaiting_approval=j["status"] == JobStatus.PENDING,
             avoid_nodes=tuple((j["executor_state"] or {}).get("avoid_nodes", ()))))
     return by_cluster

@@ -9,6 +9,7 @@ fleet (how many GPUs a node of a model has) come from the GPU-model catalogue at
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -28,8 +29,13 @@ from tenants.models import Project, Quota, Tenant
 from tenants.quotas import effective_quotas, quota_gpus
 
 from . import lifecycle
-from .models import Job, JobStatus, TaskType, Topology
+from .job_templates import usable_version
+from .models import Job, JobGroup, JobStatus, TaskType, Topology, WorkloadKind, label_of
 from .tasks import request_scheduling_pass
+
+#: The most tasks one array may have and the most replicas one service may ask for.
+MAX_ARRAY_TASKS = 1000
+MAX_REPLICAS = 64
 
 
 def _max_runtime() -> int:
@@ -53,6 +59,12 @@ class SubmitField:
 
 
 SUBMIT_FIELDS: tuple[SubmitField, ...] = (
+    SubmitField("kind", "choice", gettext_lazy("Kind"), gettext_lazy(
+        "Batch: runs to completion. Notebook: a Jupyter server you open from the job page. Service: replicas "
+        "that serve HTTP until stopped. Array: one task per index."),
+                choices=tuple(WorkloadKind.choices), default=WorkloadKind.BATCH),
+    SubmitField("template_version", "int", gettext_lazy("Template version"),
+                gettext_lazy("The template version the request came from (set by the form)."), min_value=1),
     SubmitField("tenant", "text", gettext_lazy("Tenant"), gettext_lazy("Tenant name; optional when the project "
                                                                       "names it."), max_length=64),
     SubmitField("project", "text", gettext_lazy("Project"), gettext_lazy("Project name, or tenant/project."),
@@ -83,6 +95,16 @@ SUBMIT_FIELDS: tuple[SubmitField, ...] = (
                 gettext_lazy("Empty: the task type's default."), min_value=1,
                 max_value=settings.SCHEDULER["MAX_RUNTIME_MINUTES"]),
     SubmitField("requeue_on_preemption", "bool", gettext_lazy("Requeue when preempted"), default=True),
+    SubmitField("replicas", "int", gettext_lazy("Replicas"), gettext_lazy(
+        "Service: how many copies serve, each with the GPUs above on one node."), min_value=1,
+                max_value=MAX_REPLICAS, default=1),
+    SubmitField("port", "int", gettext_lazy("Port"), gettext_lazy("Service: the port the program listens on."),
+                min_value=1, max_value=65535, default=8000),
+    SubmitField("array", "text", gettext_lazy("Array indices"), gettext_lazy(
+        "Array: indices as 0-99, 0-99:2 (a step) or 1,3,7; each task gets its index in GPUPORTAL_ARRAY_INDEX."),
+                max_length=200),
+    SubmitField("array_parallelism", "int", gettext_lazy("Tasks at once"), gettext_lazy(
+        "Array: the most tasks running at the same time; empty: no limit."), min_value=1, max_value=MAX_ARRAY_TASKS),
 )
 FIELDS = {f.name: f for f in SUBMIT_FIELDS}
 
@@ -198,8 +220,10 @@ def _size(data: dict, errors: dict, clean: dict, capacity: GpuModelCapacity | No
                 "n": clean["node_count"], "g": clean["gpus_per_node"], "model": model, "k": big_enough}
 
 
-def _runtime(data: dict, errors: dict, task_type: TaskType | None) -> int | None:
+def _runtime(data: dict, errors: dict, task_type: TaskType | None, kind: str) -> int | None:
     runtime = data.get("max_runtime_minutes")
+    if runtime in (None, "") and kind == WorkloadKind.SERVICE:
+        return None  # a service runs until stopped unless a max runtime is set
     if runtime in (None, "") and task_type is not None:
         runtime = task_type.default_max_runtime_minutes
     return whole_number(errors, {"max_runtime_minutes": runtime}, "max_runtime_minutes", 1, _max_runtime(),
@@ -272,6 +296,81 @@ def _host_resources(data: dict, errors: dict, clean: dict, capacity: GpuModelCap
             clean[name] = round(value * scale)
 
 
+_ARRAY_PART = re.compile(r"^(\d{1,7})(?:-(\d{1,7})(?::(\d{1,7}))?)?$")
+
+
+def parse_array(spec: str) -> list[int]:
+    """The indices of an array spec ("0-99", "0-99:2", "1,3,7", "0-9,20-29"), sorted and unique; ValueError
+    when it is not one, or names more than ``MAX_ARRAY_TASKS`` tasks."""
+    indices: set[int] = set()
+    for part in spec.replace(" ", "").split(","):
+        match = _ARRAY_PART.match(part)
+        if not match:
+            raise ValueError(part)
+        first, last, step = int(match[1]), int(match[2] or match[1]), int(match[3] or 1)
+        if last < first or step < 1:
+            raise ValueError(part)
+        if (last - first) // step + 1 + len(indices) > MAX_ARRAY_TASKS:
+            raise OverflowError(part)
+        indices.update(range(first, last + 1, step))
+    if len(indices) > MAX_ARRAY_TASKS:
+        raise OverflowError(spec)
+    return sorted(indices)
+
+
+def _workload(data: dict, errors: dict, clean: dict) -> None:
+    """The kind and what it adds: a notebook or a service replica runs on one node; a service has replicas and
+    a port; an array has indices and perhaps a limit on tasks at once."""
+    kind = data.get("kind") or WorkloadKind.BATCH
+    if kind not in WorkloadKind.values:
+        errors["kind"] = _("Unknown kind %(k)r; choose one of: %(choices)s.") % {
+            "k": kind, "choices": ", ".join(WorkloadKind.values)}
+        kind = WorkloadKind.BATCH
+    clean.update(kind=kind, replicas=1, port=None, indices=[], array_parallelism=None)
+    if kind in (WorkloadKind.NOTEBOOK, WorkloadKind.SERVICE) and clean.get("node_count") not in (None, 1):
+        errors["nodes"] = _("A %(kind)s runs on one node (each replica on one node); got %(n)d nodes.") % {
+            "kind": label_of(WorkloadKind, kind).lower(), "n": clean["node_count"]}
+    if kind == WorkloadKind.SERVICE:
+        clean["replicas"] = whole_number(errors, {"replicas": data.get("replicas") or 1}, "replicas", 1,
+                                         MAX_REPLICAS, _label("replicas"))
+        clean["port"] = whole_number(errors, {"port": data.get("port") or FIELDS["port"].default}, "port", 1,
+                                     65535, _label("port"))
+    if kind == WorkloadKind.ARRAY:
+        spec = _text(data, "array")
+        if not spec:
+            errors["array"] = _("An array needs its indices, for example 0-99.")
+        elif len(spec) > FIELDS["array"].max_length:
+            errors["array"] = _("Array indices must be at most %(max)d characters.") % {
+                "max": FIELDS["array"].max_length}
+        else:
+            try:
+                clean["indices"] = parse_array(spec)
+            except OverflowError:
+                errors["array"] = _("An array may have at most %(max)d tasks; %(spec)s names more.") % {
+                    "max": MAX_ARRAY_TASKS, "spec": spec}
+            except ValueError as bad:
+                errors["array"] = _("Array indices look like 0-99, 0-99:2 or 1,3,7; %(part)r is not one.") % {
+                    "part": str(bad)}
+        if data.get("array_parallelism") not in (None, ""):
+            clean["array_parallelism"] = whole_number(errors, data, "array_parallelism", 1, MAX_ARRAY_TASKS,
+                                                      _label("array_parallelism"))
+
+
+def _template_version(user, data: dict, errors: dict, clean: dict):
+    """The template version a request came from: one the submitter's tenant may use (a platform template or
+    one of the tenant's own)."""
+    raw = data.get("template_version")
+    if raw in (None, ""):
+        return None
+    number = whole_number(errors, data, "template_version", 1, 2 ** 31 - 1, _label("template_version"))
+    if number is None:
+        return None
+    version = usable_version(user, number, clean["project"].tenant_id if clean.get("project") else None)
+    if version is None:
+        errors["template_version"] = _("Unknown template version %(v)d.") % {"v": number}
+    return version
+
+
 def _ask_for_quota(tenant: Tenant, model: str) -> str:
     """Where to ask for (more) quota, filled in for this tenant and model."""
     query = urlencode({"kind": "quota", "tenant": tenant.name, "gpu_model": model})
@@ -292,7 +391,7 @@ def _within_quota(errors: dict, clean: dict) -> None:
                                 "start. Ask for quota: %(link)s") % {
             "tenant": tenant.name, "model": model, "link": _ask_for_quota(tenant, model)}
         return
-    needed = quota_gpus(clean["gpus_per_node"], clean["node_count"])
+    needed = quota_gpus(clean["gpus_per_node"], clean["node_count"]) * (clean.get("replicas") or 1)
     if needed > quota.effective_limit:
         errors["nodes" if clean["node_count"] > 1 else "gpus_per_node"] = _(
             "This job needs %(n)d %(model)s GPUs but tenant %(tenant)s may hold at most %(limit)d, so it could "
@@ -311,8 +410,10 @@ def validate_job_request(user, data: dict) -> dict:
     clean["task_type"] = _task_type(data, errors)
     clean["gpu_model"], capacity = _gpu_model(data, errors)
     _size(data, errors, clean, capacity)
+    _workload(data, errors, clean)
     _within_quota(errors, clean)
-    clean["max_runtime_minutes"] = _runtime(data, errors, clean["task_type"])
+    clean["template_version"] = _template_version(user, data, errors, clean)
+    clean["max_runtime_minutes"] = _runtime(data, errors, clean["task_type"], clean["kind"])
     _program(data, errors, clean)
     _placement(data, errors, clean)
     _host_resources(data, errors, clean, capacity)
@@ -323,28 +424,66 @@ def validate_job_request(user, data: dict) -> dict:
     return clean
 
 
+def submitted_request(data: dict) -> dict:
+    """What a submission asked for, as the submit fields name it (kept on a group, read by clone): the declared
+    fields only, so nothing else a client sent is stored."""
+    return {name: data[name] for name in FIELDS if data.get(name) not in (None, "")}
+
+
 def submit_job(user, data: dict) -> Job:
-    """Validate and store a job; it queues at once unless its task type needs approval."""
+    """Validate and store a job; it queues at once unless its task type needs approval.
+
+    A service stores a group and one job per replica, an array a group and one job per index; the job
+    returned is the first member."""
     clean = validate_job_request(user, data)
     project, task_type = clean["project"], clean["task_type"]
     now = timezone.now()
+    name = clean["name"] or f"{task_type.code}-{clean['gpu_model'].lower()}-{now:%m%d-%H%M%S}"
+    with transaction.atomic():
+        group = None
+        if clean["kind"] in (WorkloadKind.SERVICE, WorkloadKind.ARRAY):
+            is_service = clean["kind"] == WorkloadKind.SERVICE
+            group = JobGroup.objects.create(
+                kind=JobGroup.Kind.SERVICE if is_service else JobGroup.Kind.ARRAY, tenant=project.tenant,
+                project=project, owner=user, name=name, request=submitted_request(data),
+                indices=[] if is_service else clean["indices"],
+                size=clean["replicas"] if is_service else len(clean["indices"]),
+                parallelism=clean["array_parallelism"], port=clean["port"], image=clean["image"],
+                submitted_at=now)
+        members = (range(clean["replicas"]) if clean["kind"] == WorkloadKind.SERVICE
+                   else clean["indices"] if clean["kind"] == WorkloadKind.ARRAY else [None])
+        jobs = [create_member(user, clean, name, now, group, index) for index in members]
+        request_scheduling_pass()
+    job = jobs[0]
+    job.refresh_from_db()  # the pass that ran on commit may have admitted it already
+    return job
+
+
+def member_name(name: str, kind: str, index: int | None) -> str:
+    if index is None:
+        return name
+    return f"{name}[{index}]" if kind == WorkloadKind.ARRAY else f"{name}-{index}"
+
+
+def create_member(user, clean: dict, name: str, now, group=None, index: int | None = None,
+                  revision: int | None = None) -> Job:
+    """One job of a submission: the job itself, an array's task ``index`` or a service's replica ``index``."""
+    task_type = clean["task_type"]
     needs_approval = task_type.requires_approval
     reason = Phrase(gettext_noop("Submitted by %(user)s; task type %(t)s needs approval.") if needs_approval
                     else gettext_noop("Submitted by %(user)s; task type %(t)s needs no approval, queued."),
                     {"user": user.get_username(), "t": task_type.code})
-    with transaction.atomic():
-        job = lifecycle.create_job(
-            status=JobStatus.PENDING if needs_approval else JobStatus.QUEUED, reason=reason, actor=user,
-            tenant=project.tenant, project=project, owner=user,
-            name=clean["name"] or f"{task_type.code}-{clean['gpu_model'].lower()}-{now:%m%d-%H%M%S}",
-            task_type=task_type, gpu_model=clean["gpu_model"], gpus_per_node=clean["gpus_per_node"],
-            node_count=clean["node_count"], image=clean["image"], command=clean["command"],
-            max_runtime_minutes=clean["max_runtime_minutes"], priority=task_type.priority, submitted_at=now,
-            topology=clean["topology"], gpu_milli=clean["gpu_milli"],
-            cpu_milli=clean["cpus_per_node"] or task_type.cpu_milli_per_gpu * clean["gpus_per_node"],
-            memory_mib=clean["memory_gb_per_node"] or task_type.memory_mib_per_gpu * clean["gpus_per_node"],
-            requeue_on_preemption=clean["requeue_on_preemption"],
-        )
-        request_scheduling_pass()
-    job.refresh_from_db()  # the pass that ran on commit may have admitted it already
-    return job
+    project = clean["project"]
+    return lifecycle.create_job(
+        status=JobStatus.PENDING if needs_approval else JobStatus.QUEUED, reason=reason, actor=user,
+        tenant=project.tenant, project=project, owner=user, name=member_name(name, clean["kind"], index),
+        task_type=task_type, gpu_model=clean["gpu_model"], gpus_per_node=clean["gpus_per_node"],
+        node_count=clean["node_count"], image=clean["image"], command=clean["command"],
+        max_runtime_minutes=clean["max_runtime_minutes"], priority=task_type.priority, submitted_at=now,
+        topology=clean["topology"], gpu_milli=clean["gpu_milli"],
+        cpu_milli=clean["cpus_per_node"] or task_type.cpu_milli_per_gpu * clean["gpus_per_node"],
+        memory_mib=clean["memory_gb_per_node"] or task_type.memory_mib_per_gpu * clean["gpus_per_node"],
+        requeue_on_preemption=clean["requeue_on_preemption"], kind=clean["kind"], group=group,
+        group_index=index, revision=(revision or 1) if clean["kind"] == WorkloadKind.SERVICE else None,
+        template_version=clean["template_version"],
+    )

@@ -68,7 +68,7 @@ def job_detail(request, pk):
         "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
         "estimated_finish": estimated_finish(job), "attempts": (job.executor_state or {}).get("attempts", []),
         "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
-        "deadline": run_deadline(job), "max_runtime_seconds": job.max_runtime_minutes * 60,
+        "deadline": run_deadline(job), "max_runtime_seconds": (job.max_runtime_minutes or 0) * 60,
         "run_seconds": ((job.finished_at or timezone.now()) - job.started_at).total_seconds() if job.started_at else 0,
         "log": read_job_log(job, DEFAULT_TAIL),
     })

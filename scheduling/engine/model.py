@@ -66,6 +66,7 @@ class RunningJob:
     expected_runtime: float | None = None
     cpu_milli: int = 0  # per node
     memory_mib: int = 0  # per node
+    group: str = ""  # the array it is a task of (counts against the array's parallelism)
 
     @property
     def gpus(self) -> float:
@@ -107,6 +108,8 @@ class WaitingJob:
     awaiting_approval: bool = False
     accept_models: tuple[str, ...] = ()
     avoid_nodes: tuple[int, ...] = ()  # nodes a retry must not use (where the last attempt hit a fault)
+    group: str = ""  # the array it is a task of
+    group_limit: int = 0  # the most tasks of that array running at once (0: no limit)
 
     @property
     def gpus(self) -> float:

@@ -43,7 +43,7 @@ from .reasons import WaitReason, render_reason
 EPS = 1e-9
 #: Reasons for which no start can be estimated (the job is not waiting for capacity).
 NO_ESTIMATE = {WaitReason.AWAITING_APPROVAL, WaitReason.HELD, WaitReason.NEVER_FITS, WaitReason.NO_HEALTHY_NODE,
-               WaitReason.NO_QUOTA}
+               WaitReason.NO_QUOTA, WaitReason.ARRAY_LIMIT}
 
 
 @dataclass
@@ -129,7 +129,10 @@ class _Pass:
         self.departments = {(d.name, d.gpu_model): d for d in snapshot.departments}
         self.department_of = {q.tenant: q.department for q in snapshot.quotas if q.department}
         self.dept_usage: dict[tuple[str, str], float] = defaultdict(float)
+        self.group_running: dict[str, int] = defaultdict(int)
         for job in snapshot.running:
+            if job.group:
+                self.group_running[job.group] += 1
             self.running[job.id] = job
             self.cap.take(job.placements, job.cpu_milli, job.memory_mib)
             self._charge(job.tenant, job.gpu_model, job.quota_gpus)
@@ -374,6 +377,8 @@ class _Pass:
     # -- the pass -------------------------------------------------------------------------------------
     def _admit(self, job: WaitingJob, placements, backfilled: bool) -> None:
         self.cap.take(placements, job.cpu_milli, job.memory_mib)
+        if job.group:
+            self.group_running[job.group] += 1
         model = self.cap.nodes[placements[0].node_id].gpu_model
         borrowing = self._borrowing(job.tenant, job.gpu_model)
         self._charge(job.tenant, job.gpu_model, job.quota_gpus)
@@ -382,7 +387,8 @@ class _Pass:
         self.admitted.append(RunningJob(
             id=job.id, tenant=job.tenant, gpu_model=model, placements=tuple(placements), priority=job.priority,
             preemptible=job.preemptible, started_at=self.now, max_runtime=job.max_runtime,
-            expected_runtime=job.expected_runtime, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib))
+            expected_runtime=job.expected_runtime, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib,
+            group=job.group))
 
     def _make_head(self, key: str, job: WaitingJob) -> None:
         heaps = slot_heaps(self.cap, list(self.running.values()) + self.admitted, self.held_for_preemptors,
@@ -409,6 +415,9 @@ class _Pass:
             return self.waits.append((job, WaitReason.AWAITING_APPROVAL, base))
         if job.held:
             return self.waits.append((job, WaitReason.HELD, base | {"held_by": job.held}))
+        if job.group_limit and self.group_running[job.group] >= job.group_limit:
+            return self.waits.append((job, WaitReason.ARRAY_LIMIT, base | {
+                "array": job.group, "limit": job.group_limit, "running": self.group_running[job.group]}))
         never = self._never_fits(job, models) if models else {"max_per_node": 0, "max_nodes": 0}
         if never:
             return self.waits.append((job, WaitReason.NEVER_FITS, base | never))

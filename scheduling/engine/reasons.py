@@ -31,6 +31,7 @@ class WaitReason(StrEnum):
     RESERVED = "reserved"
     PREEMPTION_PENDING = "preemption_pending"
     HOST_RESOURCES = "host_resources"
+    ARRAY_LIMIT = "array_limit"
 
     @property
     def label(self) -> str:
@@ -57,6 +58,7 @@ LABELS = {
     WaitReason.RESERVED: gettext_noop("Capacity reserved for another tenant"),
     WaitReason.PREEMPTION_PENDING: gettext_noop("Waiting for preempted jobs to release GPUs"),
     WaitReason.HOST_RESOURCES: gettext_noop("Not enough CPU or memory beside free GPUs"),
+    WaitReason.ARRAY_LIMIT: gettext_noop("Its array runs as many tasks as it may"),
 }
 
 TEMPLATES = {
@@ -103,6 +105,9 @@ TEMPLATES = {
     WaitReason.HOST_RESOURCES: gettext_noop(
         "Nodes with %(best_free)d free %(gpu_model)s GPUs lack the CPU or memory this job asks for; %(total_free)d "
         "GPUs are free in total."),
+    WaitReason.ARRAY_LIMIT: gettext_noop(
+        "Array %(array)s may run %(limit)d tasks at once and runs %(running)d; this task starts when one of them "
+        "ends."),
 }
 
 

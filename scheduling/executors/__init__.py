@@ -6,7 +6,7 @@ from django.utils.translation import gettext as _
 
 from fleet.models import ExecutorKind
 
-from .base import Executor, ExecutorUpdate
+from .base import Executor, ExecutorUpdate, LiveState
 from .kubernetes import KubernetesExecutor
 from .logs import LogTail, stored_tail
 from .simulated import SimulatedExecutor
@@ -36,5 +36,5 @@ def read_job_log(job, tail: int) -> LogTail:
                                                     "portal's log says why.") % {"c": job.cluster.name})
 
 
-__all__ = ["EXECUTORS", "Executor", "ExecutorUpdate", "KubernetesExecutor", "LogTail", "SimulatedExecutor",
+__all__ = ["EXECUTORS", "Executor", "ExecutorUpdate", "KubernetesExecutor", "LiveState", "LogTail", "SimulatedExecutor",
            "executor_for", "read_job_log"]

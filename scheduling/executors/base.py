@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from .logs import LogTail, stored_tail
 
@@ -31,6 +32,25 @@ class ExecutorUpdate:
         return fields
 
 
+@dataclass(frozen=True)
+class LiveState:
+    """What a notebook or a service replica shows while it runs, asked of the executor when read (never stored:
+    it changes by the second).
+
+    ``upstream`` is where the portal's proxy reaches it (``http://host:port``; inside the cluster on
+    Kubernetes), never shown to users. ``ready``: answers its readiness check (None: unknown). ``restarts``:
+    how often its container restarted. ``last_activity``: a notebook's last kernel or client activity.
+    ``problem``: why it is not ready (crash loop, failing readiness), in words, with ``evidence``.
+    """
+
+    upstream: str = ""
+    ready: bool | None = None
+    restarts: int = 0
+    last_activity: datetime | None = None
+    problem: str = ""
+    evidence: dict = field(default_factory=dict)
+
+
 class Executor:
     def __init__(self, cluster):
         self.cluster = cluster
@@ -46,6 +66,10 @@ class Executor:
     def stop(self, job, reason: str = "") -> None:
         """Stop a job that was cancelled, preempted or reclaimed (or an attempt that failed)."""
         raise NotImplementedError
+
+    def probe(self, job) -> LiveState:
+        """The live state of a running notebook or service replica (batch jobs: nothing to tell)."""
+        return LiveState()
 
     def read_log(self, job, tail: int) -> LogTail:
         """The last ``tail`` lines of the job's current (or last) attempt. By default what the portal kept

@@ -99,7 +99,9 @@ def run_of(job, now: datetime, ending: str | None = None) -> Run | None:
     stopped = now if job.status == JobStatus.RUNNING else (job.finished_at or job.last_updated or now)
     fault = state.get("fault")
     if dispatched:  # run by the executor: the program stopped when its plan, its deadline or the fault says
-        planned = min(plan["run_minutes"] * 60 * scale, job.max_runtime_minutes * 60)
+        planned = plan["run_minutes"] * 60 * scale
+        if job.max_runtime_minutes is not None:
+            planned = min(planned, job.max_runtime_minutes * 60)
         stop_at = datetime.fromisoformat(fault["at"]) if fault else job.started_at + timedelta(seconds=planned)
         stopped = min(stopped, stop_at)
     nodes, memory = attempt_nodes(job)

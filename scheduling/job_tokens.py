@@ -19,3 +19,10 @@ def token_for(job) -> str:
 
 def verify(job, token: str) -> bool:
     return (not job.is_terminal) and bool(token) and hmac.compare_digest(token_for(job), token)
+
+
+def notebook_token(job) -> str:
+    """The secret a notebook server of this attempt takes (Jupyter's ``--ServerApp.token``): known only to the
+    portal's proxy and to the server; no user sees it, so the only way in is through the portal's sign-in."""
+    message = f"gpuportal-notebook:{job.pk}:{job.retry_count}".encode()
+    return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()

@@ -71,6 +71,9 @@ class Executor:
         """The live state of a running notebook or service replica (batch jobs: nothing to tell)."""
         return LiveState()
 
+    def release_group(self, group) -> None:
+        """Remove what a stopped service's replicas shared (its cluster Service and Ingress); nothing by default."""
+
     def read_log(self, job, tail: int) -> LogTail:
         """The last ``tail`` lines of the job's current (or last) attempt. By default what the portal kept
         with the failure's diagnosis; executors that can read the cluster do better."""

@@ -40,6 +40,9 @@ class AuditAction(models.TextChoices):
     RECONCILE_RELEASE = "reconcile.release", _("GPUs released by the reconciler")
     USER_DEACTIVATE = "user.deactivate", _("Account disabled by the directory")
     USER_REACTIVATE = "user.reactivate", _("Account enabled again by the directory")
+    TEMPLATE_CREATE = "template.create", _("Job template created")
+    TEMPLATE_VERSION = "template.version", _("Job template version added")
+    TEMPLATE_ARCHIVE = "template.archive", _("Job template archived")
 
 
 class AuditQuerySet(TenantScopedQuerySet):

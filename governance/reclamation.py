@@ -21,8 +21,9 @@ from audit import log as audit
 from audit.models import AuditAction
 from fleet.models import GpuReading
 from scheduling import job_actions
-from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
+from scheduling.models import Job, JobAllocation, JobEvent, JobStatus, WorkloadKind
 from scheduling.tasks import request_scheduling_pass
+from scheduling.workload_queries import live_state
 
 from .models import IdlePolicy, IdleWatch, NotificationKind
 from .notifications import notify
@@ -74,7 +75,14 @@ def idle_evidence(job: Job, rule: Rule, now) -> dict | None:
             return None  # not enough evidence
         if row["peak"] >= rule.threshold_pct:
             return None
-    return {"window_minutes": rule.idle_minutes, "threshold_pct": rule.threshold_pct, "policy": rule.source,
+    notebook = {}
+    if job.kind == WorkloadKind.NOTEBOOK:  # a notebook is idle only when its kernels are too
+        activity = live_state(job).last_activity
+        if activity is not None and activity > window_start:
+            return None
+        notebook = {"last_kernel_activity": activity.isoformat() if activity else None}
+    return {**notebook, "window_minutes": rule.idle_minutes, "threshold_pct": rule.threshold_pct,
+            "policy": rule.source,
             "gpus": [{"gpu": gpu_id, "max_pct": rows[gpu_id]["peak"], "mean_pct": round(rows[gpu_id]["mean"], 1),
                       "readings": rows[gpu_id]["n"]} for gpu_id in gpu_ids]}
 
@@ -89,7 +97,9 @@ def check_idle_jobs(now=None) -> dict:
     for job in jobs:
         rule = rule_for(job, policies)
         watch = watches.get(job.pk)
-        evidence = None if rule.exempt else idle_evidence(job, rule, now)
+        # a service waits for requests by design: it runs until stopped, idle or not
+        exempt = rule.exempt or job.kind == WorkloadKind.SERVICE
+        evidence = None if exempt else idle_evidence(job, rule, now)
         if evidence is None:
             if watch is not None:
                 watch.delete()
@@ -108,8 +118,9 @@ def check_idle_jobs(now=None) -> dict:
 
 def _warn(job: Job, rule: Rule, evidence: dict, now) -> None:
     deadline = now + timedelta(minutes=rule.grace_minutes)
-    text = _("Idle: its %(n)d GPU(s) stayed below %(t)d %% utilisation for %(m)d minutes (highest %(p)s %%). "
-             "It will be stopped at %(at)s unless it gets busy.") % {
+    text = _("Idle: its %(n)d GPU(s) stayed below %(t)d %% utilisation for %(m)d minutes (highest %(p)s %%)"
+             "%(kernels)s. It will be stopped at %(at)s unless it gets busy.") % {
+        "kernels": _(" and its notebook's kernels did nothing") if "last_kernel_activity" in evidence else "",
         "n": len(evidence["gpus"]), "t": rule.threshold_pct, "m": rule.idle_minutes,
         "p": max(g["max_pct"] for g in evidence["gpus"]), "at": timezone.localtime(deadline).strftime("%Y-%m-%d %H:%M")}
     with transaction.atomic():

@@ -1,7 +1,7 @@
 """A small Kubernetes API server on loopback, for tests and benchmarks driven by the real ``kubernetes`` client
 and by ``kubectl``.
 
-It speaks the REST paths the portal uses (core ``v1``, ``batch/v1``, ``networking.k8s.io/v1``,
+It speaks the REST paths the portal uses (core ``v1``, ``batch/v1``, ``apps/v1``, ``networking.k8s.io/v1``,
 ``scheduling.k8s.io/v1``): create, get, list with label and field selectors, patch (merge; strategic merge is
 taken as merge; JSON patch), replace, delete and deletecollection, status, pod logs, and watch streams with
 ``timeoutSeconds``. Objects get a uid, a rising resourceVersion and a creationTimestamp; ``kind`` and
@@ -22,7 +22,16 @@ not served: they need ``--validate=false``); and server-side printing: an ``Acce
 metadata only.
 
 A tiny Job controller creates one pod per completion (indexed when asked), places it on the node its
-affinity names and starts it. Injectors make pods succeed, exit, run out of memory, fail to pull their
+affinity names and starts it. A tiny Deployment controller does what a Deployment and its ReplicaSet do: it
+keeps ``spec.replicas`` pods of the current template (named ``<deployment>-<pod-template-hash>-<suffix>``, owned
+by that ReplicaSet, which is not served), replaces a deleted pod, recreates the pods when the template changes,
+deletes them with the Deployment, and keeps ``status`` (replicas, updated, ready, available, the Available and
+Progressing conditions) in step with its pods. A container with a readiness probe starts not ready (the fake
+runs no probes): ``ready`` marks it ready, ``crash_loop`` makes it crash-loop (CrashLoopBackOff, restartCount,
+the last state's exit code) and ``failing_readiness`` makes it run without passing its probe (and records the
+kubelet's ``Unhealthy`` event). A ClusterIP Service gets a cluster IP.
+
+Injectors make pods succeed, exit, run out of memory, fail to pull their
 image, get evicted, lose their node, hang in NCCL, or miss their deadline; ``fail_next`` answers the next
 requests with 5xx; ``compact`` forgets the event history so that old watches get 410. Pods posted directly
 start too (``start_pods``), without a node unless they name one.
@@ -47,6 +56,7 @@ import base64
 import contextlib
 import copy
 import functools
+import hashlib
 import itertools
 import json
 import re
@@ -71,6 +81,7 @@ RESOURCES = {
     "persistentvolumeclaims": ("PersistentVolumeClaim", "v1", True),
     "jobs": ("Job", "batch/v1", True), "networkpolicies": ("NetworkPolicy", "networking.k8s.io/v1", True),
     "priorityclasses": ("PriorityClass", "scheduling.k8s.io/v1", False),
+    "deployments": ("Deployment", "apps/v1", True), "ingresses": ("Ingress", "networking.k8s.io/v1", True),
 }
 #: plural -> (singular, short names, categories, subresources), as a real API server's discovery lists them
 NAMES = {
@@ -81,6 +92,8 @@ NAMES = {
     "persistentvolumeclaims": ("persistentvolumeclaim", ["pvc"], [], ("status",)),
     "jobs": ("job", [], ["all"], ("status",)), "networkpolicies": ("networkpolicy", ["netpol"], [], ()),
     "priorityclasses": ("priorityclass", ["pc"], [], ()),
+    "deployments": ("deployment", ["deploy"], ["all"], ("status",)),
+    "ingresses": ("ingress", ["ing"], [], ("status",)),
 }
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 SUBRESOURCE_VERBS = {"log": ["get"], "status": ["get", "patch", "update"], "eviction": ["create"]}
@@ -247,6 +260,12 @@ class FakeKubernetes:
         self._pending: dict[tuple[str, str], list[int]] = {}
         self._refused_room: dict[tuple[str, str], dict] = {}
         self._event_names: dict[tuple, str] = {}
+        # the deployment controller: deployments per namespace, the deployment of each ReplicaSet name, and the
+        # deployments whose status is to be brought up to date
+        self._deployments_in: dict[str, set[str]] = {}
+        self._rs_owner: dict[tuple[str, str], str] = {}
+        self._dirty_deployments: set[tuple[str, str]] = set()
+        self._cluster_ips = itertools.count(10)
         self._similar_events: dict[tuple, set[str]] = {}
         for name in nodes:
             self.add_node(name)
@@ -302,6 +321,8 @@ class FakeKubernetes:
                              dict(meta.get("labels") or {})))
         if plural == "pods":
             self._track_pod(event, obj)
+            if (deployment := self._deployment_of(obj)) is not None:
+                self._dirty_deployments.add((meta.get("namespace"), deployment))
         elif plural == "resourcequotas":
             namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
             names = self._quota_names.setdefault(namespace, set())
@@ -332,6 +353,8 @@ class FakeKubernetes:
             raise ApiError(422, "Invalid", f'{body["kind"]} "{name}" is invalid: {problem}')
         if body["kind"] == "ResourceQuota" and (problem := quotas.invalid_hard_keys(body)):
             raise ApiError(422, "Invalid", f'ResourceQuota "{name}" is invalid: {problem}')
+        if body["kind"] == "Deployment" and (problem := _invalid_deployment(body)):
+            raise ApiError(422, "Invalid", f'Deployment.apps "{name}" is invalid: {problem}')
 
     def create(self, plural: str, namespace: str | None, body: dict) -> dict:
         kind, api_version, namespaced = RESOURCES[plural]
@@ -362,6 +385,13 @@ class FakeKubernetes:
                 _default_job(obj)
             if plural == "resourcequotas":
                 obj.pop("status", None)  # the quota controller's to fill
+            if plural == "deployments":
+                _default_deployment(obj)
+                self._deployments_in.setdefault(namespace, set()).add(meta["name"])
+            if plural == "services":
+                self._assign_cluster_ip(obj)
+            if plural == "ingresses":
+                obj["status"] = {"loadBalancer": {}}
             if plural == "pods":
                 quotas.default_requests(obj)
                 obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj)}
@@ -370,6 +400,8 @@ class FakeKubernetes:
             self._bump("ADDED", plural, obj)
             if plural == "jobs":
                 self._start_job(obj)
+            if plural == "deployments":
+                self._reconcile_deployment(obj)
             if plural == "pods" and self.start_pods:
                 self._set_container(obj, running=True)
             return copy.deepcopy(obj)
@@ -407,8 +439,12 @@ class FakeKubernetes:
             updated.update({"kind": current["kind"], "apiVersion": current["apiVersion"]})
             if validate:
                 self._check(updated, name)
+            if plural == "deployments":
+                _default_deployment(updated, current, status_update=not validate)
             self.objects[key] = updated
             self._bump("MODIFIED", plural, updated)
+            if plural == "deployments":
+                self._reconcile_deployment(updated)
             return copy.deepcopy(updated)
 
     def delete(self, plural, namespace, name, propagation: str = "Background") -> dict:
@@ -423,6 +459,11 @@ class FakeKubernetes:
                 self._refused_room.pop((namespace, name), None)
                 for pod in self._pods_of(namespace, name):
                     self.delete("pods", namespace, pod["metadata"]["name"])
+            if plural == "deployments":  # the garbage collector takes its ReplicaSet's pods with it
+                self._deployments_in.get(namespace or "", set()).discard(name)
+                self._dirty_deployments.discard((namespace, name))
+                for pod in self._deployment_pods(namespace, name):
+                    self.delete("pods", namespace, pod["metadata"]["name"], propagation)
             if plural == "namespaces":  # what a real namespace controller does once the namespace terminates
                 for key in sorted((k for k in self.objects if k[1] == name and RESOURCES[k[0]][2]),
                                   key=lambda k: k[0] != "jobs"):
@@ -550,9 +591,15 @@ class FakeKubernetes:
         return set(now) != set(before) or any(now[key] > before[key] for key in now)
 
     def _settle(self) -> None:
-        while self._dirty:
+        while self._dirty or self._dirty_deployments:
+            if not self._dirty:
+                self._refresh_deployment(*self._dirty_deployments.pop())
+                continue
             namespace = self._dirty.pop()
             self._refresh_quotas(namespace)
+            for deployment in sorted(self._deployments_in.get(namespace, ())):  # pods a quota refused, again
+                if (found := self.objects.get(("deployments", namespace, deployment))) is not None:
+                    self._reconcile_deployment(found)
             for key in sorted(k for k in self._pending if k[0] == namespace):
                 if key in self._pending and self._room_grew(namespace, self._refused_room.get(key)):
                     job = self.objects.get(("jobs", *key))
@@ -640,12 +687,7 @@ class FakeKubernetes:
     def _job_pod(self, job: dict, index: int) -> dict:
         spec, meta = job["spec"], job["metadata"]
         template = spec["template"]
-        hosts = []
-        for term in (template["spec"].get("affinity", {}).get("nodeAffinity", {})
-                     .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])):
-            for expression in term.get("matchExpressions", []):
-                if expression["key"] == "kubernetes.io/hostname":
-                    hosts.extend(expression["values"])
+        hosts = _pinned_hosts(template["spec"])
         indexed = spec.get("completionMode") == "Indexed"
         pod_meta = copy.deepcopy(template.get("metadata", {}))
         pod_meta["labels"] = {**pod_meta.get("labels", {}), "job-name": meta["name"],
@@ -696,17 +738,35 @@ class FakeKubernetes:
         return created
 
     def _set_container(self, pod: dict, *, running=False, waiting=None, terminated=None, phase=None,
-                       reason=None, message=None) -> None:
-        name = pod["spec"]["containers"][0]["name"]
+                       reason=None, message=None, ready=None, restarts=None, last_terminated=None) -> None:
+        """The kubelet's report on the pod's (first) container. ``ready`` None: a running container is ready
+        unless it has a readiness probe (which the fake never runs: ``ready`` marks it ready)."""
+        container = pod["spec"]["containers"][0]
         state = ({"running": {"startedAt": _now()}} if running else
                  {"waiting": waiting} if waiting else {"terminated": {"startedAt": _now(), "finishedAt": _now(),
                                                                        **terminated}})
         status = pod["status"]
         status["phase"] = phase or ("Running" if running else "Pending" if waiting else
                                     ("Succeeded" if terminated.get("exitCode") == 0 else "Failed"))
-        status["containerStatuses"] = [{"name": name, "image": pod["spec"]["containers"][0]["image"],
-                                        "imageID": "", "ready": bool(running), "restartCount": 0, "state": state}]
+        previous = (status.get("containerStatuses") or [{}])[0]
+        if ready is None:
+            ready = bool(running) and "readinessProbe" not in container
+        entry = {"name": container["name"], "image": container["image"], "imageID": "", "ready": bool(ready),
+                 "restartCount": previous.get("restartCount", 0) if restarts is None else restarts,
+                 "started": bool(running), "state": state}
+        if last_terminated:
+            entry["lastState"] = {"terminated": {"startedAt": _now(), "finishedAt": _now(), **last_terminated}}
+        elif previous.get("lastState"):
+            entry["lastState"] = previous["lastState"]
+        status["containerStatuses"] = [entry]
         status["startTime"] = status.get("startTime") or _now()
+        ended = status["phase"] in ("Succeeded", "Failed")
+        readiness = {"status": "True" if ready else "False", "lastProbeTime": None, "lastTransitionTime": _now()}
+        if not ready:
+            readiness.update(reason="PodCompleted" if ended else "ContainersNotReady",
+                             message="" if ended else f"containers with unready status: [{container['name']}]")
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") not in ("Ready", "ContainersReady")]
+        status["conditions"] = [*conditions, {"type": "ContainersReady", **readiness}, {"type": "Ready", **readiness}]
         for field, value in (("reason", reason), ("message", message)):
             if value:
                 status[field] = value
@@ -714,11 +774,168 @@ class FakeKubernetes:
                 status.pop(field, None)
         self._bump("MODIFIED", "pods", pod)
 
+    # --- the deployment controller (with what its ReplicaSets do) ------------------------------------------
+
+    def _deployment_of(self, pod: dict) -> str | None:
+        for owner in pod["metadata"].get("ownerReferences") or []:
+            if owner.get("kind") == "ReplicaSet":
+                return self._rs_owner.get((pod["metadata"].get("namespace", ""), owner.get("name")))
+        return None
+
+    def _deployment_pods(self, namespace, name) -> list[dict]:
+        return sorted((o for (p, ns, _n), o in self.objects.items()
+                       if p == "pods" and ns == namespace and self._deployment_of(o) == name),
+                      key=lambda p: p["metadata"]["name"])
+
+    def _replica_set(self, deployment: dict) -> tuple[str, str]:
+        """(name, pod-template-hash) of the ReplicaSet the current template makes."""
+        template = json.dumps(deployment["spec"]["template"], sort_keys=True)
+        digest = hashlib.sha256(template.encode()).hexdigest()
+        alphabet = "bcdfghjklmnpqrstvwxz2456789"  # what Kubernetes' SafeEncodeString uses
+        template_hash = "".join(alphabet[int(digest[i:i + 2], 16) % len(alphabet)] for i in range(0, 20, 2))
+        return f"{deployment['metadata']['name']}-{template_hash}", template_hash
+
+    def _reconcile_deployment(self, deployment: dict) -> None:
+        """``spec.replicas`` pods of the current template: old-template pods go first (the fake does a Recreate
+        whatever the strategy), missing ones are created (a quota's refusal: a FailedCreate event, tried again
+        when the namespace changes), extra ones deleted."""
+        meta = deployment["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        rs_name, template_hash = self._replica_set(deployment)
+        self._rs_owner[(namespace, rs_name)] = name
+        pods = self._deployment_pods(namespace, name)
+        for pod in pods:
+            if pod["metadata"].get("labels", {}).get("pod-template-hash") != template_hash:
+                self.delete("pods", namespace, pod["metadata"]["name"])
+        pods = self._deployment_pods(namespace, name)
+        wanted = int(deployment["spec"].get("replicas", 1))
+        for pod in pods[wanted:]:
+            self.delete("pods", namespace, pod["metadata"]["name"])
+        for _missing in range(wanted - len(pods)):
+            pod = self._deployment_pod(deployment, rs_name, template_hash)
+            try:
+                self._admit_pod(pod)
+            except ApiError as exc:
+                self.record_event(deployment, "Warning", "FailedCreate", f"Error creating: {exc.message}",
+                                  "replicaset-controller")
+                break
+            self.objects[("pods", namespace, pod["metadata"]["name"])] = pod
+            self._bump("ADDED", "pods", pod)
+            if self.start_pods:
+                self._set_container(pod, running=True)
+        self._dirty_deployments.add((namespace, name))
+
+    def _deployment_pod(self, deployment: dict, rs_name: str, template_hash: str) -> dict:
+        meta, template = deployment["metadata"], deployment["spec"]["template"]
+        pod_meta = copy.deepcopy(template.get("metadata", {}))
+        pod_meta["labels"] = {**pod_meta.get("labels", {}), "pod-template-hash": template_hash}
+        pod_spec = copy.deepcopy(template["spec"])
+        if hosts := _pinned_hosts(pod_spec):
+            pod_spec["nodeName"] = hosts[0]
+        rs_uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{meta['uid']}/{rs_name}"))
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {**pod_meta, "name": f"{rs_name}-{next(self._suffix):05d}",
+                            "namespace": meta["namespace"], "uid": str(uuid.uuid4()), "creationTimestamp": _now(),
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name,
+                                                 "uid": rs_uid, "controller": True, "blockOwnerDeletion": True}]},
+               "spec": pod_spec, "status": {"phase": "Pending", "qosClass": "BestEffort", "conditions": []}}
+        quotas.default_requests(pod)
+        pod["status"]["qosClass"] = _qos_class(pod)
+        return pod
+
+    def _refresh_deployment(self, namespace: str, name: str) -> None:
+        """``status`` from the pods, as the deployment controller keeps it (zero counts left out, as it does)."""
+        deployment = self.objects.get(("deployments", namespace, name))
+        if deployment is None:
+            return
+        rs_name, template_hash = self._replica_set(deployment)
+        pods = [p for p in self._deployment_pods(namespace, name)
+                if p["status"].get("phase") not in ("Succeeded", "Failed")]
+        wanted = int(deployment["spec"].get("replicas", 1))
+        ready = sum(bool((p["status"].get("containerStatuses") or [{}])[0].get("ready")) for p in pods)
+        updated = sum(p["metadata"]["labels"].get("pod-template-hash") == template_hash for p in pods)
+        counts = {"replicas": len(pods), "updatedReplicas": updated, "readyReplicas": ready,
+                  "availableReplicas": ready, "unavailableReplicas": max(wanted - ready, 0)}
+        available = ready >= wanted - _max_unavailable(deployment)
+        complete = updated == wanted == ready == len(pods)
+        previous = {c["type"]: c for c in (deployment.get("status") or {}).get("conditions") or []}
+
+        def condition(type_, ok, reason, message):
+            kept = previous.get(type_, {})
+            same = kept.get("status") == ("True" if ok else "False") and kept.get("reason") == reason
+            return {"type": type_, "status": "True" if ok else "False",
+                    "lastUpdateTime": kept["lastUpdateTime"] if same else _now(),
+                    "lastTransitionTime": kept["lastTransitionTime"] if same else _now(),
+                    "reason": reason, "message": message}
+
+        status = {"observedGeneration": deployment["metadata"].get("generation", 1),
+                  **{key: value for key, value in counts.items() if value},
+                  "conditions": [
+                      condition("Available", available, "MinimumReplicasAvailable" if available else
+                                "MinimumReplicasUnavailable", "Deployment has minimum availability." if available
+                                else "Deployment does not have minimum availability."),
+                      condition("Progressing", True, "NewReplicaSetAvailable" if complete else "ReplicaSetUpdated",
+                                f'ReplicaSet "{rs_name}" has successfully progressed.' if complete
+                                else f'ReplicaSet "{rs_name}" is progressing.')]}
+        if status != deployment.get("status"):
+            deployment["status"] = status
+            self._bump("MODIFIED", "deployments", deployment)
+
+    def _assign_cluster_ip(self, service: dict) -> None:
+        spec = service.setdefault("spec", {})
+        if spec.get("type", "ClusterIP") in ("ClusterIP", "NodePort", "LoadBalancer") and not spec.get("clusterIP"):
+            number = next(self._cluster_ips)
+            spec["clusterIP"] = f"10.96.{number // 250}.{number % 250 + 1}"
+            spec["clusterIPs"] = [spec["clusterIP"]]
+
     # --- injectors (what tests and benchmarks make happen) -----------------------------------------------
 
     def pods(self, namespace: str, job_name: str) -> list[dict]:
         with self.lock:
             return sorted(self._pods_of(namespace, job_name), key=lambda p: p["metadata"]["name"])
+
+    def deployment_pods(self, namespace: str, name: str) -> list[dict]:
+        with self.lock:
+            return copy.deepcopy(self._deployment_pods(namespace, name))
+
+    def _owned(self, namespace: str, name: str) -> list[dict]:
+        """The pods of Deployment ``name``, else of Job ``name``."""
+        if ("deployments", namespace, name) in self.objects:
+            return self._deployment_pods(namespace, name)
+        return self._pods_of(namespace, name)
+
+    def ready(self, namespace: str, name: str, ready: bool = True) -> None:
+        """The pods of Deployment (or Job) ``name`` run and pass (``ready`` False: fail) their readiness probe."""
+        with self._changing():
+            for pod in self._owned(namespace, name):
+                self._set_container(pod, running=True, ready=ready)
+
+    def crash_loop(self, namespace: str, name: str, code: int = 1, reason: str = "Error", restarts: int = 3,
+                   log: str = "") -> None:
+        """Their container keeps exiting with ``code`` and the kubelet keeps restarting it: CrashLoopBackOff,
+        ``restarts`` restarts, the last state's exit code and reason; the pod stays Running, as a real one does."""
+        with self._changing():
+            for pod in self._owned(namespace, name):
+                pod_name = pod["metadata"]["name"]
+                container = pod["spec"]["containers"][0]["name"]
+                self._set_container(pod, waiting={
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {min(10 * 2 ** restarts, 300)}s restarting failed container={container} "
+                               f"pod={pod_name}_{namespace}({pod['metadata']['uid']})"},
+                    phase="Running", ready=False, restarts=restarts,
+                    last_terminated={"exitCode": code, "reason": reason})
+                self.record_event(pod, "Warning", "BackOff", "Back-off restarting failed container "
+                                  f"{container} in pod {pod_name}_{namespace}({pod['metadata']['uid']})", "kubelet")
+                if log:
+                    self.logs[(namespace, pod_name)] = log
+
+    def failing_readiness(self, namespace: str, name: str,
+                          message: str = "HTTP probe failed with statuscode: 503") -> None:
+        """Their container runs but fails its readiness probe (the kubelet's Unhealthy event says how)."""
+        with self._changing():
+            for pod in self._owned(namespace, name):
+                self._set_container(pod, running=True, ready=False)
+                self.record_event(pod, "Warning", "Unhealthy", f"Readiness probe failed: {message}", "kubelet")
 
     def _job_done(self, namespace, job_name, failed_reason=None, message=""):
         job = self.objects.get(("jobs", namespace, job_name))
@@ -820,6 +1037,70 @@ def _default_job(job: dict) -> None:
         template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
         template_meta["labels"] = {**template_meta.get("labels", {}), **labels}
     job["status"] = {"active": 0}
+
+
+def _pinned_hosts(pod_spec: dict) -> list[str]:
+    """The nodes a pod's required node affinity names by hostname (where the fake's scheduler puts it)."""
+    hosts = []
+    for term in (pod_spec.get("affinity", {}).get("nodeAffinity", {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])):
+        for expression in term.get("matchExpressions", []):
+            if expression["key"] == "kubernetes.io/hostname":
+                hosts.extend(expression["values"])
+    return hosts
+
+
+def _invalid_deployment(deployment: dict) -> str:
+    """What the API server's own validation of a Deployment refuses beyond the schema."""
+    spec = deployment.get("spec") or {}
+    selector = (spec.get("selector") or {}).get("matchLabels") or {}
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not selector:
+        return "spec.selector: Required value"
+    if any(labels.get(key) != value for key, value in selector.items()):
+        return (f"spec.template.metadata.labels: Invalid value: {json.dumps(labels)}: `selector` does not match "
+                "template `labels`")
+    policy = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy", "Always")
+    if policy != "Always":
+        return f'spec.template.spec.restartPolicy: Unsupported value: "{policy}": supported values: "Always"'
+    return ""
+
+
+def _default_deployment(deployment: dict, current: dict | None = None, status_update: bool = False) -> None:
+    """What the API server adds to a Deployment (replicas, strategy, history, deadline, its revision), and on
+    an update: a new generation when the spec changed, the status kept unless the status itself is written."""
+    spec = deployment.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%",
+                                                                           "maxSurge": "25%"}})
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    meta = deployment["metadata"]
+    annotations = meta.setdefault("annotations", {})
+    if current is None:
+        meta["generation"] = 1
+        annotations.setdefault("deployment.kubernetes.io/revision", "1")
+        deployment["status"] = {}
+        return
+    before = current["metadata"]
+    meta["generation"] = before.get("generation", 1) + (current.get("spec") != spec)
+    revision = int((before.get("annotations") or {}).get("deployment.kubernetes.io/revision", "1"))
+    if current["spec"].get("template") != spec.get("template"):
+        revision += 1
+    annotations["deployment.kubernetes.io/revision"] = str(revision)
+    if not status_update:
+        deployment["status"] = copy.deepcopy(current.get("status") or {})
+
+
+def _max_unavailable(deployment: dict) -> int:
+    strategy = deployment["spec"].get("strategy") or {}
+    if strategy.get("type") == "Recreate":
+        return 0
+    value = (strategy.get("rollingUpdate") or {}).get("maxUnavailable", "25%")
+    replicas = int(deployment["spec"].get("replicas", 1))
+    if isinstance(value, str) and value.endswith("%"):
+        return replicas * int(value[:-1]) // 100
+    return int(value)
 
 
 def _qos_class(pod: dict) -> str:
@@ -965,7 +1246,20 @@ def _columns(plural: str, obj: dict) -> list[tuple[str, object]]:
     if plural == "secrets":
         return [("Name", meta["name"]), ("Type", obj.get("type", "Opaque")), ("Data", len(obj.get("data") or {})),
                 age]
+    if plural == "deployments":
+        return [("Name", meta["name"]), ("Ready", f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 1)}"),
+                ("Up-to-date", status.get("updatedReplicas", 0)), ("Available", status.get("availableReplicas", 0)),
+                age]
+    if plural == "ingresses":
+        hosts = ",".join(rule.get("host", "*") for rule in spec.get("rules") or []) or "*"
+        addresses = ",".join(i.get("ip") or i.get("hostname", "") for i in
+                             (status.get("loadBalancer") or {}).get("ingress") or [])
+        return [("Name", meta["name"]), ("Class", spec.get("ingressClassName") or "<none>"), ("Hosts", hosts),
+                ("Address", addresses), ("Ports", "80, 443" if spec.get("tls") else "80"), age]
     return [("Name", meta["name"]), age]
+
+
+INTEGER_COLUMNS = ("Restarts", "Data", "Up-to-date", "Available")
 
 
 def _partial(obj: dict) -> dict:
@@ -978,7 +1272,7 @@ def table(plural: str, objects: list[dict], resource_version: str, include_objec
              "object": {"Object": obj, "Metadata": _partial(obj)}.get(include_object)} for obj in objects]
     names = [column for column, _cell in _columns(plural, objects[0] if objects else {"metadata": {"name": ""}})]
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
-            "columnDefinitions": [{"name": name, "type": "integer" if name in ("Restarts", "Data") else "string",
+            "columnDefinitions": [{"name": name, "type": "integer" if name in INTEGER_COLUMNS else "string",
                                    "format": "name" if name == "Name" else "", "description": name,
                                    "priority": 1 if name == "Node" else 0} for name in names],
             "rows": rows}

@@ -115,7 +115,8 @@ class JobQuerySet(TenantScopedQuerySet):
     def for_listing(self):
         """Jobs with what every job list shows (names of their tenant, project, owner and task type, their
         queue state) in one query whatever the rows."""
-        return self.select_related("tenant", "project", "owner", "task_type", "queue_state").defer(*_NOT_LISTED)
+        return self.select_related("tenant", "project", "owner", "task_type", "queue_state", "group").defer(
+            *_NOT_LISTED)
 
     def with_placement(self):
         """And the GPUs each holds now (``Job.held_gpus``), in one more query.

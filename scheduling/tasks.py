@@ -115,6 +115,10 @@ def sync_job_status() -> int:
         update = executor_for(job.cluster).observe(job, now)
         if update is not None and record_update(job, update, now):
             changed += 1
+    # workloads operates jobs through job_actions, which imports this module: a real cycle.
+    from .workloads import advance_services
+
+    changed += advance_services()
     if changed:
         request_scheduling_pass()
     return changed

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import template_views, views, workload_views
 
 app_name = "scheduling"
 urlpatterns = [
@@ -12,4 +12,18 @@ urlpatterns = [
     path("jobs/<int:pk>/hold/", views.job_hold, {"hold": True}, name="job-hold"),
     path("jobs/<int:pk>/release/", views.job_hold, {"hold": False}, name="job-release"),
     path("queue/", views.queue, name="queue"),
+    path("templates/", template_views.template_list, name="template-list"),
+    path("templates/new/", template_views.template_create, name="template-new"),
+    path("templates/<int:pk>/", template_views.template_detail, name="template-detail"),
+    path("templates/<int:pk>/versions/new/", template_views.template_version_new, name="template-version-new"),
+    path("templates/<int:pk>/archive/", template_views.template_archive, name="template-archive"),
+    path("jobs/<int:pk>/open/<path:path>", workload_views.notebook_open, name="notebook-open"),
+    path("jobs/<int:pk>/open/", workload_views.notebook_open, name="notebook-open-root"),
+    path("jobs/<int:pk>/open-auth/", workload_views.notebook_auth, name="notebook-auth"),
+    path("services/<int:pk>/", workload_views.service_detail, name="service-detail"),
+    path("services/<int:pk>/endpoint/<path:path>", workload_views.service_endpoint, name="service-endpoint"),
+    path("services/<int:pk>/endpoint/", workload_views.service_endpoint, name="service-endpoint-root"),
+    path("services/<int:pk>/<str:action>/", workload_views.service_action, name="service-action"),
+    path("arrays/<int:pk>/", workload_views.array_detail, name="array-detail"),
+    path("arrays/<int:pk>/cancel/", workload_views.array_cancel, name="array-cancel"),
 ]

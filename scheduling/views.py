@@ -19,8 +19,12 @@ from .executors import read_job_log
 from .executors.logs import DEFAULT_TAIL
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm
-from .models import Job
+from .models import LONG_RUNNING_KINDS, Job, WorkloadKind
 from .progress import estimated_finish, run_deadline
+from .workload_queries import count_pairs, ended, live_state, may_open, visible_groups
+
+#: Arrays and services shown above the job list (the newest).
+GROUP_ROWS = 20
 
 #: The longest cancel reason the page takes (as the API's CancelSerializer).
 CANCEL_REASON_MAX = 500
@@ -44,13 +48,17 @@ def dashboard(request):
 
 @login_required
 def job_list(request):
-    filterset = JobFilterSet(request.GET or None, queryset=_jobs(request.user), request=request)
+    # An array's tasks and a service's replicas are one row each in the groups table, not one row per member.
+    filterset = JobFilterSet(request.GET or None, queryset=_jobs(request.user).filter(group__isnull=True),
+                             request=request)
     paginator = Paginator(filterset.qs, 50)
     page = paginator.get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    groups = list(visible_groups(request.user)[:GROUP_ROWS])
     return render(request, "scheduling/job_list.html", {
-        "filter": filterset, "page": page, "query": query.urlencode()})
+        "filter": filterset, "page": page, "query": query.urlencode(),
+        "groups": [(g, count_pairs(g), ended(g)) for g in groups]})
 
 
 @login_required
@@ -71,18 +79,46 @@ def job_detail(request, pk):
         "deadline": run_deadline(job), "max_runtime_seconds": (job.max_runtime_minutes or 0) * 60,
         "run_seconds": ((job.finished_at or timezone.now()) - job.started_at).total_seconds() if job.started_at else 0,
         "log": read_job_log(job, DEFAULT_TAIL),
+        "live": live_state(job) if job.kind in LONG_RUNNING_KINDS else None,
+        "can_open": job.kind == WorkloadKind.NOTEBOOK and may_open(request.user, job),
     })
 
 
 @login_required
 def job_submit(request):
-    form = JobSubmitForm(request.POST or None, user=request.user)
-    if request.method == "POST":
+    """The submit form. ``?template=<version id>`` starts from a template version (its defaults prefill the
+    form, its parameters show, the job records the version); ``?clone=<job id>`` prefills a job's request."""
+    from . import cloning, job_templates  # this view alone uses them
+
+    posted = request.method == "POST"
+    reference = request.POST.get("use_template") if posted else request.GET.get("template")
+    version = job_templates.usable_template_version(request.user, reference) if reference else None
+    if reference and version is None:
+        messages.error(request, _("Template version %(v)s is not one you may use; the form starts empty.") % {
+            "v": reference})
+    initial, clone_of = {}, None
+    if version is not None and not posted:
+        initial = {**version.defaults, "kind": version.template.kind, "template_version": version.pk}
+    elif not posted and request.GET.get("clone"):
+        clone_of = Job.objects.visible_to(request.user).select_related("tenant", "project", "task_type", "group") \
+            .filter(pk=request.GET["clone"] if request.GET["clone"].isdigit() else None).first()
+        if clone_of is None:
+            messages.error(request, _("Job %(id)s is not among those you may see; the form starts empty.") % {
+                "id": request.GET["clone"]})
+        else:
+            initial = cloning.request_of(clone_of)
+            if initial.get("tenant") and "/" not in str(initial.get("project", "/")):
+                initial["project"] = f"{initial['tenant']}/{initial['project']}"
+    form = JobSubmitForm(request.POST or None, user=request.user, version=version, initial=initial)
+    if posted:
         job = form.submit()
         if job is not None:
             messages.success(request, _("Job #%(id)d submitted.") % {"id": job.pk})
             return redirect("scheduling:job-detail", pk=job.pk)
-    return render(request, "scheduling/job_form.html", {"form": form}, status=400 if form.errors else 200)
+    templates = [(t, job_templates.latest_version(t)) for t in job_templates.usable_templates(request.user)]
+    return render(request, "scheduling/job_form.html", {
+        "form": form, "version": version, "clone_of": clone_of,
+        "templates": [(t, v) for t, v in templates if v is not None]}, status=400 if form.errors else 200)
 
 
 @login_required

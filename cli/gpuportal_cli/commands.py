@@ -129,6 +129,11 @@ SUBMIT_OPTIONS = (
     ("image", str, _("container image, e.g. registry.local/pytorch:2.4")),
     ("command", str, _("command to run")),
     ("max_runtime_minutes", int, _("max runtime in minutes (default: the task type's)")),
+    ("kind", str, _("batch (default), notebook, service or array")),
+    ("array", str, _("array: task indices, e.g. 0-99, 0-99:2 or 1,3,7")),
+    ("array_parallelism", int, _("array: the most tasks running at once (default: no limit)")),
+    ("replicas", int, _("service: how many replicas serve (default 1)")),
+    ("port", int, _("service: the port the program listens on (default 8000)")),
 )
 
 
@@ -149,10 +154,47 @@ def _job_file(path: str) -> dict:
     return {str(key).replace("-", "_"): value for key, value in data.items()}
 
 
+def _group_line(job: dict) -> list[str]:
+    """Where a service replica or an array task belongs, and the command that shows the whole of it."""
+    if not job.get("group"):
+        return []
+    if job.get("kind") == "service":
+        return [_("Service %(id)s: `gpuportal service show %(id)s`.") % {"id": job["group"]}]
+    return [_("Array %(id)s: `gpuportal array show %(id)s`.") % {"id": job["group"]}]
+
+
 def _submitted(job: dict) -> str:
     head = _("Submitted job %(id)s (%(name)s): %(status)s.") % {"id": job["id"], "name": job.get("name"),
                                                                  "status": job.get("status")}
-    return "\n".join([head, *explain.explain(job).splitlines()[1:]])
+    return "\n".join([head, *_group_line(job), *explain.explain(job).splitlines()[1:]])
+
+
+def _parameters(pairs: list[str] | None) -> dict:
+    """``--param name=value`` (repeatable) as a mapping; values stay text, the portal checks their types."""
+    values = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise CliError(_("--param takes name=value, e.g. --param epochs=20 (got %(pair)r).") % {"pair": pair},
+                           ExitCode.USAGE)
+        values[name.strip()] = value
+    return values
+
+
+def _template(portal: Portal, reference: str) -> dict:
+    """The template named ``reference`` (or of that id) among those the caller may use."""
+    what = _("Template %(name)s") % {"name": reference}
+    if reference.isdigit():
+        return portal.get(f"/api/templates/{reference}/", what=what)
+    found = portal.collect("/api/templates/", {"name": reference})["results"]
+    if not found:
+        raise CliError(_("%(what)s was not found (or is not among what you may use); `gpuportal templates` lists "
+                         "them.") % {"what": what}, ExitCode.NOT_FOUND, 404)
+    if len(found) > 1:
+        raise CliError(_("Several templates are named %(name)s; give its id instead: %(ids)s.") % {
+            "name": reference, "ids": ", ".join(f"{t['id']} ({t.get('tenant') or _('platform')})" for t in found)},
+            ExitCode.USAGE)
+    return found[0]
 
 
 def submit(ctx: Context) -> int:
@@ -164,8 +206,41 @@ def submit(ctx: Context) -> int:
     if args.requeue_on_preemption is not None:
         body["requeue_on_preemption"] = args.requeue_on_preemption
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
-    job = ctx.portal().post("/api/jobs/", body, headers=headers)
+    if args.param and not args.template:
+        raise CliError(_("--param needs --template (parameters belong to a template)."), ExitCode.USAGE)
+    if not args.template:
+        return ctx.emit(ctx.portal().post("/api/jobs/", body, headers=headers), _submitted)
+    if "kind" in body:
+        raise CliError(_("--kind comes from the template; leave it out with --template."), ExitCode.USAGE)
+    portal = ctx.portal()
+    template = _template(portal, args.template)
+    body["parameters"] = {**(body.get("parameters") or {}), **_parameters(args.param)}
+    job = portal.post(f"/api/templates/{template['id']}/submit/", body, headers=headers,
+                      what=_("Template %(name)s") % {"name": args.template})
     return ctx.emit(job, _submitted)
+
+
+def _parameter_text(parameter: dict) -> str:
+    default = parameter.get("default")
+    return f"{parameter['name']}={render.cell(default) if default is not None else '?'}"
+
+
+def templates(ctx: Context) -> int:
+    data = ctx.portal().collect("/api/templates/")
+    return ctx.emit(data, lambda d: render.table(
+        [_("ID"), _("NAME"), _("OWNER"), _("KIND"), _("VERSION"), _("PARAMETERS (DEFAULT)")],
+        [[t["id"], t["name"], t.get("tenant") or _("platform"), t["kind"], t.get("version"),
+          " ".join(_parameter_text(p) for p in t.get("parameters") or [])] for t in d["results"]])
+        if d["results"] else _("No templates."))
+
+
+def clone(ctx: Context) -> int:
+    job_id = ctx.args.job
+    job = ctx.portal().post(f"/api/jobs/{job_id}/clone/", what=_("Job %(id)s") % {"id": job_id})
+    return ctx.emit(job, lambda j: "\n".join([
+        _("Cloned job %(old)s as job %(id)s (%(name)s): %(status)s.") % {
+            "old": job_id, "id": j["id"], "name": j.get("name"), "status": j.get("status")},
+        *explain.explain(j).splitlines()[1:]]))
 
 
 def _job_rows(jobs: list[dict]) -> list[list]:
@@ -403,3 +478,57 @@ def report(ctx: Context) -> int:
                             what=_("The report of tenant %(t)s") % {"t": ctx.args.tenant} if ctx.args.tenant
                             else _("The report of %(m)s") % {"m": month})
     return ctx.emit(data, _report_text)
+
+
+# --- services and arrays ----------------------------------------------------------------------------------
+
+#: Lists of members a service or array answer may carry, in the order they are looked for.
+MEMBER_KEYS = ("replicas", "tasks", "members", "jobs")
+
+
+def _group_text(group: dict) -> str:
+    """A service or array: its scalar fields one a line, then its members (replicas or tasks) as a table."""
+    lines = [f"{key}: {render.cell(value)}" for key, value in group.items()
+             if not isinstance(value, dict | list) and key not in ("request",)]
+    for key, value in group.items():
+        if isinstance(value, dict) and key != "request":
+            lines.append(f"{key}: " + ", ".join(f"{k}={render.cell(v)}" for k, v in value.items()))
+    members = next((group[key] for key in MEMBER_KEYS if isinstance(group.get(key), list)), None)
+    if members and all(isinstance(m, dict) for m in members):
+        columns = [c for c in ("job", "replica", "index", "revision", "status", "ready", "restarts", "problem") if any(
+            c in m for m in members)]
+        lines += ["", render.table([c.upper() for c in columns], [[m.get(c) for c in columns] for m in members])]
+    return "\n".join(lines)
+
+
+def _group_call(ctx: Context, what_type: str, path: str, body: dict | None = None, post: bool = False) -> int:
+    group_id = ctx.args.group
+    what = (_("Service %(id)s") if what_type == "services" else _("Array %(id)s")) % {"id": group_id}
+    portal = ctx.portal()
+    url = f"/api/{what_type}/{group_id}/{path}"
+    data = portal.post(url, body, what=what) if post else portal.get(url, what=what)
+    return ctx.emit(data if data is not None else {"id": group_id}, _group_text)
+
+
+def service_show(ctx: Context) -> int:
+    return _group_call(ctx, "services", "")
+
+
+def service_scale(ctx: Context) -> int:
+    return _group_call(ctx, "services", "scale/", {"replicas": ctx.args.replicas}, post=True)
+
+
+def service_rollout(ctx: Context) -> int:
+    return _group_call(ctx, "services", "rollout/", {"image": ctx.args.image}, post=True)
+
+
+def service_stop(ctx: Context) -> int:
+    return _group_call(ctx, "services", "stop/", {}, post=True)
+
+
+def array_show(ctx: Context) -> int:
+    return _group_call(ctx, "arrays", "")
+
+
+def array_cancel(ctx: Context) -> int:
+    return _group_call(ctx, "arrays", "cancel/", {}, post=True)

@@ -57,7 +57,18 @@ def _add_jobs_commands(sub, common) -> None:
     submit.add_argument("--requeue-on-preemption", action=argparse.BooleanOptionalAction, default=None,
                         help=_("requeue the job when it is preempted (default yes)"))
     submit.add_argument("--idempotency-key", help=_("retrying with the same key never submits twice"))
+    submit.add_argument("--template", help=_("start from this template (its name or id; `gpuportal templates` "
+                                             "lists them); flags override its fields"))
+    submit.add_argument("--param", action="append", metavar="NAME=VALUE",
+                        help=_("a template parameter (repeat for several), e.g. --param epochs=20"))
     submit.set_defaults(handler=commands.submit)
+
+    sub.add_parser("templates", parents=[common], help=_("job templates you may start from")).set_defaults(
+        handler=commands.templates)
+    clone = sub.add_parser("clone", parents=[common], help=_("submit a job's request again (an array or service: "
+                                                             "the whole of it)"))
+    _job_id(clone)
+    clone.set_defaults(handler=commands.clone)
 
     jobs = sub.add_parser("jobs", parents=[common], help=_("list jobs, with the filters of the job page"))
     jobs.add_argument("--status", action="append", help=_("status (repeat for several): pending, queued, admitted, "
@@ -123,6 +134,32 @@ def _add_requests_commands(sub, common) -> None:
         decide.set_defaults(handler=handler)
 
 
+def _add_workload_commands(sub, common) -> None:
+    """``service show|scale|rollout|stop ID`` and ``array show|cancel ID``."""
+    service = sub.add_parser("service", parents=[common], help=_("an inference service: show, scale, rollout, stop"))
+    actions = service.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, handler, text in (("show", commands.service_show, _("the service, its replicas and endpoint")),
+                                ("scale", commands.service_scale, _("set how many replicas serve")),
+                                ("rollout", commands.service_rollout, _("replace the replicas, one at a time, with "
+                                                                        "a new image")),
+                                ("stop", commands.service_stop, _("stop every replica"))):
+        command = actions.add_parser(name, parents=[common], help=text)
+        command.add_argument("group", type=int, help=_("service id"))
+        if name == "scale":
+            command.add_argument("replicas", type=_positive, help=_("the number of replicas"))
+        if name == "rollout":
+            command.add_argument("image", help=_("the new image, e.g. registry.local/vllm:0.7"))
+        command.set_defaults(handler=handler)
+
+    array = sub.add_parser("array", parents=[common], help=_("a job array: show, cancel"))
+    actions = array.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, handler, text in (("show", commands.array_show, _("the array and its tasks")),
+                                ("cancel", commands.array_cancel, _("cancel every task that has not ended"))):
+        command = actions.add_parser(name, parents=[common], help=text)
+        command.add_argument("group", type=int, help=_("array id"))
+        command.set_defaults(handler=handler)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuportal", parents=[_common_options(defaults=True)], epilog=EPILOG,
                                      description=_("GPU Portal from the command line: submit jobs, see why they "
@@ -147,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     queue.add_argument("--cluster", help=_("cluster name"))
     queue.set_defaults(handler=commands.queue)
     _add_requests_commands(sub, common)
+    _add_workload_commands(sub, common)
     report = sub.add_parser("report", parents=[common], help=_("a monthly usage report"))
     report.add_argument("--month", help=_("YYYY-MM (default: this month)"))
     report.add_argument("--tenant", help=_("a tenant of yours (default: the platform report, for managers)"))

@@ -7,8 +7,9 @@ from gpuportal.api import RequestSerializer, choose_from, number_field, text_fie
 from gpuportal.serializers import CompiledRepresentationMixin
 
 from ..engine.reasons import WaitReason
-from ..models import Job, JobEvent, TaskType
+from ..models import Job, JobEvent, TaskType, WorkloadKind
 from ..submission import SUBMIT_FIELDS, SubmitField
+from ..workload_queries import group_view, job_url
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -61,11 +62,22 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
                                                    "that most jobs start between the two (README).")
     cpus_per_node = serializers.SerializerMethodField()
     memory_gb_per_node = serializers.SerializerMethodField()
+    kind = serializers.ChoiceField(choices=WorkloadKind.choices, read_only=True)
+    url = serializers.SerializerMethodField(help_text="Where a running notebook opens, or a replica's service "
+                                                      "answers, through the portal; null for other jobs.")
+    replicas = serializers.SerializerMethodField(help_text="Services: the replicas wanted; null otherwise.")
+    ready_replicas = serializers.SerializerMethodField(
+        help_text="Services: replicas of the current revision answering their readiness check; null otherwise.")
+    group = serializers.IntegerField(source="group_id", read_only=True, allow_null=True,
+                                     help_text="The array or service this job belongs to.")
+    array_index = serializers.SerializerMethodField(help_text="Array tasks: the task's index; null otherwise.")
+    template_version = serializers.IntegerField(source="template_version_id", read_only=True, allow_null=True)
 
     class Meta:
         model = Job
         fields = [
-            "id", "tenant", "project", "owner", "name", "task_type", "priority", "gpu_model", "gpus_per_node",
+            "id", "kind", "url", "replicas", "ready_replicas", "group", "array_index", "template_version",
+            "tenant", "project", "owner", "name", "task_type", "priority", "gpu_model", "gpus_per_node",
             "nodes", "total_gpus", "gpu_share", "topology", "cpus_per_node", "memory_gb_per_node", "image", "command",
             "max_runtime_minutes", "status", "queue_position", "tenant_queue_position", "wait_reason",
             "estimated_start", "earliest_start", "latest_start", "failure", "exit_code", "placement", "held_by",
@@ -78,6 +90,25 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
         if not job.is_waiting or not job.wait_reason:
             return None
         return {"code": job.wait_reason, "message": job.wait_reason_message}
+
+    def get_url(self, job) -> str | None:
+        path = job_url(job)
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if path and request is not None else path
+
+    def get_replicas(self, job) -> int | None:
+        return job.group.size if job.kind == WorkloadKind.SERVICE and job.group_id else None
+
+    def get_ready_replicas(self, job) -> int | None:
+        if job.kind != WorkloadKind.SERVICE or not job.group_id:
+            return None
+        ready = self.context.setdefault("_ready_replicas", {})  # one probe of a service per response
+        if job.group_id not in ready:
+            ready[job.group_id] = group_view(job.group).ready_replicas
+        return ready[job.group_id]
+
+    def get_array_index(self, job) -> int | None:
+        return job.group_index if job.kind == WorkloadKind.ARRAY else None
 
     def get_cpus_per_node(self, job) -> float:
         return job.cpu_milli / 1000

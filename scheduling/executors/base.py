@@ -22,13 +22,16 @@ class ExecutorUpdate:
     failure_message: str = ""
     exit_code: int | None = None
     diagnosis: dict | None = None
+    state: dict | None = None  # executor state to keep with the change (where a started server listens)
 
     def saved_fields(self, job) -> dict:
         """The job's fields to save with the transition."""
         fields = {"failure_category": self.failure_category, "failure_message": self.failure_message,
                   "exit_code": self.exit_code}
-        if self.diagnosis:
-            fields["executor_state"] = {**(job.executor_state or {}), "diagnosis": self.diagnosis}
+        if self.diagnosis or self.state:
+            fields["executor_state"] = {**(job.executor_state or {}), **(self.state or {})}
+            if self.diagnosis:
+                fields["executor_state"]["diagnosis"] = self.diagnosis
         return fields
 
 

@@ -32,13 +32,17 @@ from django.utils.translation import gettext_noop
 from gpuportal.formatting import duration_text
 from gpuportal.phrases import Phrase
 
-from ..models import FailureCategory, JobStatus
-from . import simulated_log
-from .base import Executor, ExecutorUpdate
+from ..job_tokens import notebook_token
+from ..models import LONG_RUNNING_KINDS, FailureCategory, JobStatus, WorkloadKind
+from . import simulated_log, simulated_serving
+from .base import Executor, ExecutorUpdate, LiveState
 from .kubernetes.diagnosis import Diagnosis, PodState, diagnose
 from .logs import LogTail, merge_streams, stored_tail
 
 _DIRECTIVE = re.compile(r"sim:(outcome|minutes)=([\w.]+)")
+_SERVING_DIRECTIVE = re.compile(r"sim:(ready|crash)=([\d.]+)")
+#: A replica restarted this often is in a crash loop (as Kubernetes' back-off says).
+CRASH_LOOP_RESTARTS = 2
 #: Failures a plan may end a run with (a ``sim:outcome`` may also name gpu_fault); anything else is a program error.
 RUN_FAILURES = (FailureCategory.EXIT_CODE, FailureCategory.OUT_OF_MEMORY, FailureCategory.NODE_FAULT,
                 FailureCategory.GPU_FAULT, FailureCategory.COMMUNICATION)
@@ -75,14 +79,26 @@ def plan_for(job) -> dict:
             "failing_gpu": rng.randrange(max(job.gpus_per_node, 1)), "exit_code": rng.choice([1, 2, 127, 139])}
 
 
+def serving_plan(job) -> dict:
+    """A notebook's or replica's plan: an image pull, then a server that stays up. ``sim:ready=<s>`` delays its
+    readiness (a model loading), ``sim:crash=<s>`` makes it exit that many seconds after each start."""
+    rng = random.Random(job.pk + 1_000_003 * job.retry_count)
+    plan = {"outcome": "serve", "pull_seconds": rng.randint(5, 30), "ready_seconds": 0.0, "crash_seconds": 0.0}
+    for key, value in _SERVING_DIRECTIVE.findall(job.command or ""):
+        plan[f"{key}_seconds"] = float(value)
+    return plan
+
+
 class SimulatedExecutor(Executor):
     def dispatch(self, job) -> dict:
-        return {"plan": plan_for(job)}
+        return {"plan": serving_plan(job) if job.kind in LONG_RUNNING_KINDS else plan_for(job)}
 
     def observe(self, job, now) -> ExecutorUpdate | None:
         plan = job.executor_state.get("plan")
         if not plan:
             return None
+        if plan.get("outcome") == "serve":
+            return self._observe_serving(job, now, plan)
         fault = job.executor_state.get("fault")
         if fault:  # the hardware under the job failed (seen by the agent poller): so does the job
             return self._failed(job, fault["category"], now, _("Lost its hardware."))
@@ -112,6 +128,74 @@ class SimulatedExecutor(Executor):
         category = plan["outcome"] if plan["outcome"] in RUN_FAILURES else FailureCategory.EXIT_CODE
         return self._failed(job, category, now)
 
+    def _observe_serving(self, job, now, plan: dict) -> ExecutorUpdate | None:
+        """Start the server once the image is pulled; then keep it up: a notebook whose server died fails, a
+        replica's is restarted (counted) as a Deployment would."""
+        state = job.executor_state
+        if state.get("fault"):
+            return self._serving_failed(job, FailureCategory(state["fault"]["category"]), _("Lost its hardware."))
+        if job.status == JobStatus.DISPATCHING:
+            dispatched = state.get("dispatched_at")
+            if not dispatched or (now - parse_datetime(dispatched)).total_seconds() < plan["pull_seconds"] * \
+                    simulated_log.time_scale(job):
+                return None
+            serving = simulated_serving.start(job, 0, plan["ready_seconds"], plan["crash_seconds"])
+            if not serving["port"]:
+                return self._serving_failed(job, FailureCategory.EXIT_CODE, _("The server did not start."), serving)
+            nodes = ", ".join(sorted({a.gpu.node.name for a in job.allocations.all() if a.released_at is None}))
+            text = (gettext_noop("Notebook server started on %(nodes)s.") if job.kind == WorkloadKind.NOTEBOOK
+                    else gettext_noop("Replica started on %(nodes)s (revision %(revision)d)."))
+            return ExecutorUpdate(JobStatus.RUNNING, Phrase(text, {"nodes": nodes, "revision": job.revision or 1}),
+                                  state={"serving": serving})
+        if job.status != JobStatus.RUNNING or not job.started_at:
+            return None
+        if job.max_runtime_minutes is not None and (now - job.started_at).total_seconds() >= \
+                job.max_runtime_minutes * 60:
+            return self._serving_failed(job, FailureCategory.TIMEOUT, _("Reached its max runtime."))
+        serving = state.get("serving") or {}
+        if simulated_serving.alive(serving):
+            return None
+        if job.kind == WorkloadKind.NOTEBOOK:
+            return self._serving_failed(job, FailureCategory.EXIT_CODE, _("The notebook server exited."))
+        restarted = simulated_serving.start(job, serving.get("restarts", 0) + 1, plan["ready_seconds"],
+                                            plan["crash_seconds"])
+        job.executor_state = {**state, "serving": restarted}
+        type(job).objects.filter(pk=job.pk).update(executor_state=job.executor_state)
+        return None
+
+    def _serving_failed(self, job, category: str, message: str, serving: dict | None = None) -> ExecutorUpdate:
+        serving = serving or job.executor_state.get("serving") or {}
+        simulated_serving.stop(serving)
+        advice = (_("Open the job's log for the server's last lines; clone the job to start it again.")
+                  if category == FailureCategory.EXIT_CODE else "")
+        diagnosis = Diagnosis(category, message, advice, exit_code=1 if category == FailureCategory.EXIT_CODE
+                              else None, evidence={"log": simulated_serving.log_tail(serving, 20)})
+        return ExecutorUpdate(JobStatus.FAILED, message, category, message, diagnosis.exit_code, diagnosis.as_dict())
+
+    def probe(self, job) -> LiveState:
+        serving = (job.executor_state or {}).get("serving") or {}
+        if job.status != JobStatus.RUNNING or not serving:
+            return LiveState()
+        up = simulated_serving.alive(serving)
+        restarts = serving.get("restarts", 0)
+        if job.kind == WorkloadKind.NOTEBOOK:
+            code, status = simulated_serving.ask(serving, f"{simulated_serving.base_url(job)}api/status",
+                                                 notebook_token(job)) if up else (0, {})
+            activity = parse_datetime(status["last_activity"].replace("Z", "+00:00")) if status.get(
+                "last_activity") else None
+            return LiveState(simulated_serving.upstream(serving), ready=code == 200, last_activity=activity)
+        code, _body = simulated_serving.ask(serving, "/healthz") if up else (0, {})
+        problem, evidence = "", {}
+        if restarts >= CRASH_LOOP_RESTARTS:
+            problem = _("Crash loop: the container exited with code 1 and was restarted %(n)d times (back-off "
+                        "between restarts).") % {"n": restarts}
+            evidence = {"restarts": restarts, "exit_code": 1, "log": simulated_serving.log_tail(serving, 20)}
+        elif code == 503:
+            problem = _("Not ready: its readiness check (GET /healthz) answers 503.")
+            evidence = {"readiness": "GET /healthz -> 503"}
+        return LiveState(simulated_serving.upstream(serving), ready=code == 200, restarts=restarts,
+                         problem=problem, evidence=evidence)
+
     def _failed(self, job, category: str, now, reason: str = "", message: str = "") -> ExecutorUpdate:
         """The failure as the Kubernetes rules diagnose what a cluster would show for it."""
         diagnosis = diagnose_simulated(job, category, now)
@@ -129,7 +213,9 @@ class SimulatedExecutor(Executor):
         return LogTail(run.attempt, merge_streams(simulated_log.pod_streams(run, tail), tail))
 
     def stop(self, job, reason: str = "") -> None:
-        """Nothing runs for real; the cancellation itself is the record."""
+        """Batch jobs: nothing runs for real, the cancellation itself is the record. A notebook's or replica's
+        server is stopped."""
+        simulated_serving.stop((job.executor_state or {}).get("serving") or {})
 
 
 def _pod(run, index: int, node: str, category: str, failing: int, fault: dict | None) -> PodState:

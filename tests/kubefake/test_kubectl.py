@@ -36,7 +36,8 @@ def http(fake, method: str, path: str, body=None, accept: str = "application/jso
 def test_discovery_as_kubectl_reads_it(kubectl, fake):
     version = json.loads(kubectl("version", "-o", "json"))
     assert version["serverVersion"]["gitVersion"] == "v1.30.0-kubefake"
-    assert set(kubectl("api-versions").split()) == {"v1", "batch/v1", "networking.k8s.io/v1", "scheduling.k8s.io/v1"}
+    assert set(kubectl("api-versions").split()) == {"v1", "apps/v1", "batch/v1", "networking.k8s.io/v1",
+                                                     "scheduling.k8s.io/v1"}
     rows = [line.split() for line in kubectl("api-resources", "--no-headers").splitlines()]
     by_name = {row[0]: row for row in rows}
     assert by_name["pods"] == ["pods", "po", "v1", "true", "Pod"]
@@ -44,6 +45,8 @@ def test_discovery_as_kubectl_reads_it(kubectl, fake):
     assert by_name["jobs"] == ["jobs", "batch/v1", "true", "Job"]
     assert by_name["networkpolicies"] == ["networkpolicies", "netpol", "networking.k8s.io/v1", "true", "NetworkPolicy"]
     assert by_name["priorityclasses"] == ["priorityclasses", "pc", "scheduling.k8s.io/v1", "false", "PriorityClass"]
+    assert by_name["deployments"] == ["deployments", "deploy", "apps/v1", "true", "Deployment"]
+    assert by_name["ingresses"] == ["ingresses", "ing", "networking.k8s.io/v1", "true", "Ingress"]
     assert by_name["resourcequotas"][:2] == ["resourcequotas", "quota"]
     # the documents themselves, asked the way kubectl 1.30+ asks (aggregated discovery preferred, legacy accepted)
     accept = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
@@ -57,16 +60,17 @@ def test_discovery_as_kubectl_reads_it(kubectl, fake):
     assert http(fake, "GET", "/api", accept=accept)[2]["kind"] == "APIVersions"
     groups = http(fake, "GET", "/apis", accept=accept)[2]
     assert groups["kind"] == "APIGroupList" and {g["name"] for g in groups["groups"]} == {
-        "batch", "networking.k8s.io", "scheduling.k8s.io"}
+        "apps", "batch", "networking.k8s.io", "scheduling.k8s.io"}
     assert http(fake, "GET", "/apis/batch/v1")[2]["resources"][0]["kind"] == "Job"
-    assert http(fake, "GET", "/apis/apps/v1")[0] == 404
+    assert http(fake, "GET", "/apis/apps/v1")[2]["resources"][0]["kind"] == "Deployment"
+    assert http(fake, "GET", "/apis/policy/v1")[0] == 404
     assert http(fake, "GET", "/apis/batch/v1/pods")[0] == 404  # a kind under a group that does not serve it
 
 
 def test_openapi_v3_lets_kubectl_leave_validation_to_the_server(kubectl, fake, tmp_path):
     code, _type, root = http(fake, "GET", "/openapi/v3")
-    assert code == 200 and set(root["paths"]) == {"api/v1", "apis/batch/v1", "apis/networking.k8s.io/v1",
-                                                   "apis/scheduling.k8s.io/v1"}
+    assert code == 200 and set(root["paths"]) == {"api/v1", "apis/apps/v1", "apis/batch/v1",
+                                                   "apis/networking.k8s.io/v1", "apis/scheduling.k8s.io/v1"}
     document = http(fake, "GET", root["paths"]["apis/batch/v1"]["serverRelativeURL"])[2]
     patch = document["paths"]["/apis/batch/v1/namespaces/{namespace}/jobs/{name}"]["patch"]
     assert patch["x-kubernetes-group-version-kind"] == {"group": "batch", "version": "v1", "kind": "Job"}

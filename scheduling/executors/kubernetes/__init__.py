@@ -3,9 +3,12 @@
 Each tenant gets a namespace (labelled with the tenant) holding a ResourceQuota that mirrors its GPU
 limit, a NetworkPolicy that refuses other tenants' namespaces and, when the cluster asks for one, a data
 claim; task types become PriorityClasses. A job becomes a Secret (its report token), a headless Service
-when it spans nodes, and a ``batch/v1`` Job pinned to the nodes the scheduler chose. Object names are
-deterministic per attempt, so a dispatch that runs twice finds its objects (409) and creates nothing new.
-Status comes back through ``sync`` (a watch on pods plus a periodic resync), not through ``observe``.
+when it spans nodes, and a ``batch/v1`` Job pinned to the nodes the scheduler chose; a notebook adds its
+Service (and Ingress); a service replica is a one-pod Deployment behind its service's shared Service (see
+``manifests``). Object names are deterministic per attempt, so a dispatch that runs twice finds its objects
+(409) and creates nothing new. Status comes back through ``sync`` (a watch on pods plus a periodic resync),
+not through ``observe``; what a running notebook or replica shows (ready, restarts, a crash loop) through
+``probe``, asked when read.
 """
 
 from __future__ import annotations
@@ -23,11 +26,11 @@ from tenants.quotas import tenant_gpu_limit
 
 from ... import job_tokens, lifecycle
 from ...models import JobEvent
-from ..base import Executor, ExecutorUpdate
+from ..base import Executor, ExecutorUpdate, LiveState
 from ..logs import NOT_STARTED, LogTail, kube_timestamped, merge_streams, stored_tail
 from . import manifests
 from .connection import DispatchError, api_client, call, create, delete, message_of
-from .diagnosis import PodState
+from .diagnosis import PodState, live_problem
 
 _prepared: set[tuple] = set()
 _prepared_lock = threading.Lock()
@@ -39,12 +42,35 @@ def spec_for(job, nodes=None) -> manifests.JobSpec:
     nodes = nodes or getattr(job, "placement_nodes", None)  # set by dispatch_many for a batch
     if nodes is None:
         nodes = sorted(set(job.allocations.filter(released_at__isnull=True).values_list("gpu__node__name", flat=True)))
+    kind = job.kind or "batch"
+    group = job.group if job.group_id else None  # loaded by ``prepare`` for a batch, not in the threads
+    grouped = {}
+    if group is not None and kind in ("service", "array"):
+        request = group.request or {}
+        grouped = {"group_id": group.pk, "group_index": job.group_index, "group_size": group.size,
+                   "group_indices": tuple(int(i) for i in group.indices or ())}
+        if kind == "service":
+            grouped.update(revision=job.revision or group.revision, port=group.port or int(request.get("port") or 0),
+                           health_path=request.get("health_path") or manifests.DEFAULT_HEALTH_PATH)
     return manifests.JobSpec(
         id=job.pk, attempt=job.retry_count, tenant=job.tenant.name, project=job.project.name,
         task_type=job.task_type.code, image=job.image, command=job.command, gpus_per_node=job.gpus_per_node,
         node_count=job.node_count, nodes=tuple(nodes), max_runtime_minutes=job.max_runtime_minutes,
         gpu_milli=job.gpu_milli, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib,
-        resume_from=(job.executor_state or {}).get("resume_from", ""))
+        resume_from=(job.executor_state or {}).get("resume_from", ""), kind=kind, **grouped)
+
+
+def ingress_config() -> manifests.IngressConfig | None:
+    """Where notebooks and services are published: ``settings.KUBERNETES["INGRESS_HOST"]`` (none: no Ingress),
+    ``PORTAL_URL`` (the portal as nginx reaches it for its auth subrequests; default ``settings.PORTAL_URL``),
+    ``INGRESS_CLASS`` and ``INGRESS_TLS_SECRET``."""
+    options = settings.KUBERNETES
+    if not options.get("INGRESS_HOST"):
+        return None
+    return manifests.IngressConfig(host=options["INGRESS_HOST"],
+                                   portal_url=options.get("PORTAL_URL") or settings.PORTAL_URL,
+                                   class_name=options.get("INGRESS_CLASS") or "",
+                                   tls_secret=options.get("INGRESS_TLS_SECRET") or "")
 
 
 class KubernetesExecutor(Executor):
@@ -53,6 +79,7 @@ class KubernetesExecutor(Executor):
         self.api = api_client(cluster)
         self.core = client.CoreV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
         self.networking = client.NetworkingV1Api(self.api)
         self.scheduling = client.SchedulingV1Api(self.api)
         self.prefix = cluster.namespace_prefix
@@ -71,6 +98,8 @@ class KubernetesExecutor(Executor):
             "Secret": (self.core.create_namespaced_secret, (namespace,)),
             "Service": (self.core.create_namespaced_service, (namespace,)),
             "Job": (self.batch.create_namespaced_job, (namespace,)),
+            "Deployment": (self.apps.create_namespaced_deployment, (namespace,)),
+            "Ingress": (self.networking.create_namespaced_ingress, (namespace,)),
         }
         fn, args = calls[kind]
         return create(fn, *args, body, _preload_content=False)
@@ -105,58 +134,97 @@ class KubernetesExecutor(Executor):
                 _prepared.add(key)
 
     def prepare(self, jobs) -> None:
-        """Tenant namespaces and priority classes for a batch (database reads here, not in the threads)."""
+        """Tenant namespaces and priority classes for a batch (database reads here, not in the threads: the
+        groups of arrays and services too)."""
+        from ...models import JobGroup
+
+        groups = JobGroup.objects.in_bulk({job.group_id for job in jobs if job.group_id})
+        for job in jobs:
+            if job.group_id and job.group_id in groups:
+                job.group = groups[job.group_id]
         for tenant in {job.tenant.pk: job.tenant for job in jobs}.values():
             self.prepare_tenant(tenant)
         for task_type in {job.task_type.pk: job.task_type for job in jobs}.values():
             self.prepare_task_type(task_type)
 
-    def manifests_for(self, job, token: str = "<job token>") -> list[dict]:  # noqa: S107 - a placeholder
+    def manifests_for(self, job, token: str = "<job token>",  # noqa: S107 - a placeholder
+                      notebook_token: str = "<notebook token>") -> list[dict]:  # noqa: S107 - a placeholder
         return manifests.for_job(self.prefix, spec_for(job), settings.PORTAL_URL, token,
                                  share_resources=self.cluster.gpu_share_resources or None,
-                                 data_claim=bool(self.cluster.tenant_storage_gib))
+                                 data_claim=bool(self.cluster.tenant_storage_gib), notebook_token=notebook_token,
+                                 ingress=ingress_config())
 
     def dispatch(self, job) -> dict:
+        """Create the attempt's objects (a service replica: its service's Service first, once for all)."""
         spec = spec_for(job)
+        bodies = self.manifests_for(job, job_tokens.token_for(job),
+                                    job_tokens.notebook_token(job) if spec.kind == "notebook" else "")
         try:
             self.prepare_tenant(job.tenant)
             self.prepare_task_type(job.task_type)
-            created = [self._create(body) for body in self.manifests_for(job, job_tokens.token_for(job))]
+            created = [self._create(body) for body in bodies]
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise DispatchError(message_of(exc)) from exc
-        return {"namespace": manifests.namespace_name(self.prefix, spec.tenant),
-                "object": manifests.object_name(spec), "attempt": spec.attempt, "nodes": list(spec.nodes),
-                "already_existed": not any(created)}
+        own = [made for body, made in zip(bodies, created, strict=True)
+               if manifests.JOB_LABEL in body["metadata"].get("labels", {})]  # a shared Service may exist already
+        state = {"namespace": manifests.namespace_name(self.prefix, spec.tenant),
+                 "object": manifests.object_name(spec), "attempt": spec.attempt, "nodes": list(spec.nodes),
+                 "already_existed": not any(own), "kind": spec.kind}
+        if spec.kind == "service":
+            state["service"] = manifests.group_service_name(spec.group_id)
+        return state
 
     # --- stopping ---------------------------------------------------------------------------------------
 
     def stop(self, job, reason: str = "") -> None:
-        """Delete this attempt's Job (foreground: its pods go first), Service and token; record it."""
+        """Delete this attempt's objects (foreground: its pods go first) and record it. A service replica: its
+        Deployment and token only; the service's Service stays for the other replicas (``release_group``)."""
         state = job.executor_state or {}
         namespace, name = state.get("namespace"), state.get("object")
         if not namespace or not name:
             return
-        deleted = self.delete_objects(namespace, name)
-        lifecycle.note(
-            job, JobEvent.Kind.EXECUTOR,
-            ((_("Deleted Kubernetes Job %(ns)s/%(name)s (foreground propagation).") if deleted
-              else _("Kubernetes Job %(ns)s/%(name)s was already gone.")) % {"ns": namespace, "name": name}
-             + f" {reason}").strip(),
-            data={"namespace": namespace, "object": name, "propagation": "Foreground"})
+        kind = state.get("kind") or job.kind or "batch"
+        deleted = self.delete_objects(namespace, name, kind)
+        if kind == "service":
+            text = (_("Deleted Kubernetes Deployment %(ns)s/%(name)s (foreground propagation).") if deleted
+                    else _("Kubernetes Deployment %(ns)s/%(name)s was already gone."))
+        else:
+            text = (_("Deleted Kubernetes Job %(ns)s/%(name)s (foreground propagation).") if deleted
+                    else _("Kubernetes Job %(ns)s/%(name)s was already gone."))
+        lifecycle.note(job, JobEvent.Kind.EXECUTOR, (text % {"ns": namespace, "name": name} + f" {reason}").strip(),
+                       data={"namespace": namespace, "object": name, "propagation": "Foreground"})
 
-    def delete_objects(self, namespace: str, name: str) -> bool:
-        """Delete one attempt's Job (foreground: its pods go first), Service and token; False if already gone."""
+    def delete_objects(self, namespace: str, name: str, kind: str | None = None) -> bool:
+        """Delete one attempt's objects (foreground: its pods go first): a Job, or a service replica's
+        Deployment, with its own Service, Ingress and token; False if already gone. ``kind`` None (an object
+        found on the cluster): whatever of these exists."""
         options = {"propagationPolicy": "Foreground"}
-        deleted = delete(self.batch.delete_namespaced_job, name, namespace, body=options, _preload_content=False)
-        delete(self.core.delete_namespaced_service, name, namespace, _preload_content=False)
+        deleted = False
+        if kind in (None, "service"):
+            deleted |= delete(self.apps.delete_namespaced_deployment, name, namespace, body=options,
+                              _preload_content=False)
+        if kind != "service":
+            deleted |= delete(self.batch.delete_namespaced_job, name, namespace, body=options, _preload_content=False)
+            delete(self.core.delete_namespaced_service, name, namespace, _preload_content=False)
+        if kind in (None, "notebook"):
+            delete(self.networking.delete_namespaced_ingress, name, namespace, _preload_content=False)
         delete(self.core.delete_namespaced_secret, f"{name}-token", namespace, _preload_content=False)
         return bool(deleted)
 
+    def release_group(self, group) -> None:
+        """Delete what a stopped service's replicas shared: its Service and Ingress (404: already gone)."""
+        namespace = manifests.namespace_name(self.prefix, group.tenant.name)
+        name = manifests.group_service_name(group.pk)
+        delete(self.core.delete_namespaced_service, name, namespace, _preload_content=False)
+        delete(self.networking.delete_namespaced_ingress, name, namespace, _preload_content=False)
+
     def has_objects(self, job) -> bool:
-        """Does this attempt's Job object exist on the cluster?"""
+        """Does this attempt's Job (a replica: Deployment) exist on the cluster?"""
         state = job.executor_state or {}
+        read = self.apps.read_namespaced_deployment if (state.get("kind") or job.kind) == "service" \
+            else self.batch.read_namespaced_job
         try:
-            self.raw(self.batch.read_namespaced_job, state.get("object", ""), state.get("namespace", ""))
+            self.raw(read, state.get("object", ""), state.get("namespace", ""))
         except ApiException as exc:
             if exc.status == 404:
                 return False
@@ -164,9 +232,53 @@ class KubernetesExecutor(Executor):
         return True
 
     def managed_jobs(self) -> list[dict]:
-        """Every Job object the portal made on this cluster (its labels say which job and attempt)."""
-        return self.raw(self.batch.list_job_for_all_namespaces,
-                        label_selector="app.kubernetes.io/managed-by=gpuportal").get("items", [])
+        """Every Job and Deployment the portal made on this cluster (its labels say which job and attempt)."""
+        selector = "app.kubernetes.io/managed-by=gpuportal"
+        return [*self.raw(self.batch.list_job_for_all_namespaces, label_selector=selector).get("items", []),
+                *self.raw(self.apps.list_deployment_for_all_namespaces, label_selector=selector).get("items", [])]
+
+    # --- live state of notebooks and service replicas ---------------------------------------------------
+
+    def probe(self, job) -> LiveState:
+        """Where the portal's proxy reaches a notebook or replica, whether it is ready, how often its container
+        restarted and, when it is not ready, why (a crash loop, a failing readiness check) with the evidence.
+        Read from its pods (one request); an unreachable cluster is a problem to show, not an error."""
+        state = job.executor_state or {}
+        kind = state.get("kind") or job.kind
+        namespace, name = state.get("namespace"), state.get("object")
+        if kind not in ("notebook", "service") or not namespace or not name:
+            return LiveState()
+        if kind == "notebook":
+            upstream = manifests.cluster_url(name, namespace, manifests.NOTEBOOK_PORT)
+        else:
+            group = job.group
+            upstream = manifests.cluster_url(state.get("service") or manifests.group_service_name(job.group_id),
+                                             namespace, group.port if group else 0)
+        attempt = int(state.get("attempt", job.retry_count))
+        selector = f"{manifests.JOB_LABEL}={job.pk},{manifests.ATTEMPT_LABEL}={attempt}"
+        try:
+            pods = self.raw(self.core.list_namespaced_pod, namespace, label_selector=selector,
+                            retries=READ_RETRIES).get("items", [])
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            return LiveState(upstream=upstream, problem=_("The cluster did not answer: %(e)s") % {
+                "e": message_of(exc)}, evidence={"error": message_of(exc)})
+        states = [PodState.from_pod(pod) for pod in pods if not pod.get("metadata", {}).get("deletionTimestamp")]
+        restarts = sum(s.restarts for s in states)
+        if not states:
+            return LiveState(upstream=upstream, ready=False, problem=_("No pod of it exists on the cluster."),
+                             evidence={"namespace": namespace, "selector": selector})
+        ready = any(s.ready for s in states)
+        problem, evidence = ("", {}) if ready else live_problem(states, health=self._health(job, kind))
+        return LiveState(upstream=upstream, ready=ready, restarts=restarts, problem=problem, evidence=evidence)
+
+    @staticmethod
+    def _health(job, kind: str) -> str:
+        """The readiness check, as the problem names it (port and path)."""
+        if kind == "notebook":
+            return f"{manifests.notebook_path(job.pk)}api:{manifests.NOTEBOOK_PORT}"
+        group = job.group
+        path = ((group.request or {}).get("health_path") if group else "") or manifests.DEFAULT_HEALTH_PATH
+        return f"{path}:{group.port if group else ''}"
 
     def observe(self, job, now) -> ExecutorUpdate | None:
         return None  # Kubernetes jobs are followed by scheduling.executors.kubernetes.sync

@@ -39,21 +39,34 @@ class PodState:
     waiting_message: str = ""
     exit_code: int | None = None
     terminated_reason: str = ""
+    # what a long-running container (a notebook, a service replica) shows while it runs
+    ready: bool = False
+    restarts: int = 0
+    last_exit_code: int | None = None
+    last_reason: str = ""
+    not_ready_message: str = ""  # the pod's Ready condition when False
 
     @classmethod
     def from_pod(cls, pod: dict) -> PodState:
         meta, status = pod.get("metadata", {}), pod.get("status", {}) or {}
         index = (meta.get("annotations") or {}).get("batch.kubernetes.io/job-completion-index", "0")
-        state = {}
+        state, container = {}, {}
         for container in status.get("containerStatuses") or []:
             state = container.get("state") or {}
             break
         waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
+        last = (container.get("lastState") or {}).get("terminated") or {}
+        ready_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
         return cls(name=meta.get("name", ""), node=(pod.get("spec") or {}).get("nodeName", "") or "",
                    phase=status.get("phase", "Pending"), reason=status.get("reason", "") or "",
                    message=status.get("message", "") or "", index=int(index or 0), running="running" in state,
                    waiting_reason=waiting.get("reason", "") or "", waiting_message=waiting.get("message", "") or "",
-                   exit_code=terminated.get("exitCode"), terminated_reason=terminated.get("reason", "") or "")
+                   exit_code=terminated.get("exitCode"), terminated_reason=terminated.get("reason", "") or "",
+                   ready=bool(container.get("ready")) and ready_condition.get("status", "True") == "True",
+                   restarts=int(container.get("restartCount") or 0), last_exit_code=last.get("exitCode"),
+                   last_reason=last.get("reason", "") or "",
+                   not_ready_message=(ready_condition.get("message") or "")
+                   if ready_condition.get("status") == "False" else "")
 
 
 @dataclass
@@ -164,3 +177,41 @@ def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict
         evidence={"pod": pod.name if pod else "", "reason": pod.terminated_reason if pod else "",
                   "log_tail": _tail(logs, pod.name) if pod else [],
                   "condition": failed_condition or {}})
+
+
+def live_problem(pods: list[PodState], *, health: str = "") -> tuple[str, dict]:
+    """Why a running notebook or service replica is not ready, in a sentence, and the evidence: a crash loop
+    (the container keeps exiting and Kubernetes keeps restarting it: its last exit code and reason, how often),
+    an image that does not come, a container that runs but fails its readiness check (``health``: path:port),
+    or one that has not started yet. ("", {}) when there is nothing to say."""
+    crashing = [p for p in pods if p.waiting_reason == "CrashLoopBackOff"
+                or (p.restarts and not p.running and p.last_exit_code is not None)]
+    if crashing:
+        pod = crashing[0]
+        return _("The container keeps crashing (%(reason)s): it last exited with code %(code)s (%(last)s) and was "
+                 "restarted %(n)d time(s).") % {"reason": pod.waiting_reason or "CrashLoopBackOff",
+                                                "code": pod.last_exit_code, "last": pod.last_reason or "Error",
+                                                "n": pod.restarts}, {
+            "pod": pod.name, "node": pod.node, "reason": pod.waiting_reason, "message": pod.waiting_message,
+            "exit_code": pod.last_exit_code, "last_reason": pod.last_reason, "restarts": pod.restarts,
+            "advice": _("Read the last lines of its log; fix the program or its settings and roll out again.")}
+    image = [p for p in pods if p.waiting_reason in IMAGE_REASONS]
+    if image:
+        pod = image[0]
+        return _("The image could not be started (%(reason)s): %(msg)s") % {
+            "reason": pod.waiting_reason, "msg": pod.waiting_message}, {
+            "pod": pod.name, "node": pod.node, "reason": pod.waiting_reason, "message": pod.waiting_message}
+    running = [p for p in pods if p.running and not p.ready]
+    if running:
+        pod = running[0]
+        return _("The container runs but does not pass its readiness check (%(check)s).") % {
+            "check": health or "?"}, {
+            "pod": pod.name, "node": pod.node, "check": health, "condition": pod.not_ready_message,
+            "restarts": pod.restarts,
+            "advice": _("A server still loading passes once it is up; if it never does, check that it listens on "
+                        "the service's port and answers the health path with 200.")}
+    pod = pods[0] if pods else None
+    if pod is None or pod.phase in ("Succeeded", "Failed"):
+        return "", {}
+    return _("The container has not started yet (%(phase)s).") % {"phase": pod.waiting_reason or pod.phase}, {
+        "pod": pod.name, "node": pod.node, "phase": pod.phase, "reason": pod.waiting_reason}

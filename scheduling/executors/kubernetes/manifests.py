@@ -3,6 +3,17 @@
 Every object validates against the Kubernetes 1.30 schema in strict mode (``kubernetes-validate``); a
 test checks each job shape. Names are deterministic (``gp-<job>-a<attempt>``), so a dispatch that is run
 again finds its objects (409) instead of making copies.
+
+The kinds of work (``JobSpec.kind``) take these shapes, each pinned to the node the scheduler chose:
+
+* batch: a token Secret, a headless Service when it spans nodes, a ``batch/v1`` Job;
+* array task: the same, with its index in the environment (``GPUPORTAL_ARRAY_INDEX``, ``SLURM_ARRAY_TASK_ID``);
+* notebook: the batch Job running Jupyter behind ``/jobs/<id>/open/``, its secret token in the attempt's Secret,
+  a ClusterIP Service on port 8888 and, when the cluster has an ingress host, an Ingress whose nginx asks the
+  portal (``auth-url``) whether the reader may open it;
+* service replica: an ``apps/v1`` Deployment of one pod per replica job (each replica is a job of its own,
+  scheduled by the portal; Kubernetes only restarts its container), and one Service (and optional Ingress) per
+  service that every ready replica of every revision sits behind, so a rollout swaps replicas under one name.
 """
 
 from __future__ import annotations
@@ -15,6 +26,15 @@ JOB_LABEL = "gpuportal.io/job"
 TENANT_LABEL = "gpuportal.io/tenant"
 PROJECT_LABEL = "gpuportal.io/project"
 ATTEMPT_LABEL = "gpuportal.io/attempt"
+SERVICE_LABEL = "gpuportal.io/service"
+REVISION_LABEL = "gpuportal.io/revision"
+REPLICA_LABEL = "gpuportal.io/replica"
+ARRAY_LABEL = "gpuportal.io/array"
+ARRAY_INDEX_LABEL = "gpuportal.io/array-index"
+NOTEBOOK_PORT = 8888
+DEFAULT_HEALTH_PATH = "/healthz"
+#: Idle websockets (a kernel that computes for long, a terminal) must outlive nginx's default 60 s.
+WEBSOCKET_TIMEOUT_SECONDS = "3600"
 MASTER_PORT = 29500
 #: HAMi-style mapping of a GPU share to extended resources (used when the cluster names none).
 DEFAULT_SHARE_RESOURCES = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "{percent}",
@@ -40,12 +60,31 @@ class JobSpec:
     gpus_per_node: int
     node_count: int
     nodes: tuple[str, ...]
-    max_runtime_minutes: int
+    max_runtime_minutes: int | None
     gpu_milli: int = 1000
     cpu_milli: int = 0
     memory_mib: int = 0
     resume_from: str = ""
     env: dict = field(default_factory=dict)
+    kind: str = "batch"  # WorkloadKind: batch, notebook, service, array
+    group_id: int | None = None  # the array or the service
+    group_index: int | None = None  # array index, or replica number
+    group_size: int | None = None
+    group_indices: tuple[int, ...] = ()
+    revision: int | None = None  # a service replica's revision
+    port: int | None = None  # a service's port
+    health_path: str = DEFAULT_HEALTH_PATH
+
+
+@dataclass(frozen=True)
+class IngressConfig:
+    """Where notebooks and services are published (``settings.KUBERNETES["INGRESS_HOST"]`` and friends); the
+    portal at ``portal_url`` answers nginx's auth subrequests."""
+
+    host: str
+    portal_url: str
+    class_name: str = ""
+    tls_secret: str = ""
 
 
 def namespace_name(prefix: str, tenant: str) -> str:
@@ -60,9 +99,39 @@ def token_secret_name(spec: JobSpec) -> str:
     return f"{object_name(spec)}-token"
 
 
+def group_service_name(group_id: int) -> str:
+    """The one Service of an inference service, shared by its replicas of every revision."""
+    return f"gp-svc-{group_id}"
+
+
+def notebook_path(job_id: int) -> str:
+    return f"/jobs/{job_id}/open/"
+
+
+def service_path(group_id: int) -> str:
+    return f"/services/{group_id}/"
+
+
+def cluster_url(name: str, namespace_: str, port: int) -> str:
+    """How pods (and a portal inside the cluster) reach a Service."""
+    return f"http://{name}.{namespace_}.svc.cluster.local:{port}"
+
+
 def labels(spec: JobSpec) -> dict:
-    return {**MANAGED_BY, JOB_LABEL: str(spec.id), TENANT_LABEL: dns_label(spec.tenant),
-            PROJECT_LABEL: dns_label(spec.project), ATTEMPT_LABEL: str(spec.attempt)}
+    found = {**MANAGED_BY, JOB_LABEL: str(spec.id), TENANT_LABEL: dns_label(spec.tenant),
+             PROJECT_LABEL: dns_label(spec.project), ATTEMPT_LABEL: str(spec.attempt)}
+    if spec.kind == "service" and spec.group_id is not None:
+        found.update({SERVICE_LABEL: str(spec.group_id), REVISION_LABEL: str(spec.revision or 1),
+                      REPLICA_LABEL: str(spec.group_index or 0)})
+    elif spec.kind == "array" and spec.group_id is not None:
+        found.update({ARRAY_LABEL: str(spec.group_id), ARRAY_INDEX_LABEL: str(spec.group_index or 0)})
+    return found
+
+
+def group_labels(spec: JobSpec) -> dict:
+    """A service's shared objects: no job label, they outlive every replica."""
+    return {**MANAGED_BY, TENANT_LABEL: dns_label(spec.tenant), PROJECT_LABEL: dns_label(spec.project),
+            SERVICE_LABEL: str(spec.group_id)}
 
 
 def namespace(prefix: str, tenant: str) -> dict:
@@ -113,11 +182,15 @@ def priority_class(code: str, priority: int, description: str = "") -> dict:
             "description": description or f"gpuportal task type {code}"}
 
 
-def token_secret(prefix: str, spec: JobSpec, token: str) -> dict:
+def token_secret(prefix: str, spec: JobSpec, token: str, notebook_token: str = "") -> dict:
+    """The attempt's report token and, for a notebook, the Jupyter token only the portal and the server know."""
+    data = {"token": token}
+    if spec.kind == "notebook":
+        data["notebook-token"] = notebook_token or "<notebook token: issued at dispatch>"  # noqa: S105
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": token_secret_name(spec), "namespace": namespace_name(prefix, spec.tenant),
                          "labels": labels(spec)},
-            "stringData": {"token": token}}
+            "stringData": data}
 
 
 def headless_service(prefix: str, spec: JobSpec) -> dict:
@@ -161,15 +234,37 @@ def _env(spec: JobSpec, portal_url: str) -> list[dict]:
         env.append({"name": "NODE_RANK", "value": "0"})
     if spec.resume_from:
         env.append({"name": "GPUPORTAL_RESUME_FROM", "value": spec.resume_from})
+    env.extend(_kind_env(spec))
     env.extend({"name": k, "value": str(v)} for k, v in sorted(spec.env.items()))
     return env
 
 
-def job(prefix: str, spec: JobSpec, portal_url: str, *, share_resources: dict | None = None,
-        data_claim: bool = False) -> dict:
-    """A ``batch/v1`` Job pinned to the nodes the scheduler chose; Indexed with one pod per node when the
-    job spans nodes. ``backoffLimit: 0``: retries are the portal's, so it can avoid a faulty node."""
-    name, job_labels = object_name(spec), labels(spec)
+def _kind_env(spec: JobSpec) -> list[dict]:
+    """What an array task, a replica or a notebook learns about its place (Slurm's names too, for scripts
+    written for Slurm arrays)."""
+    if spec.kind == "array":
+        index, size = spec.group_index or 0, spec.group_size or len(spec.group_indices) or 1
+        env = {"GPUPORTAL_ARRAY_ID": spec.group_id, "GPUPORTAL_ARRAY_INDEX": index, "GPUPORTAL_ARRAY_SIZE": size,
+               "SLURM_ARRAY_JOB_ID": spec.group_id, "SLURM_ARRAY_TASK_ID": index, "SLURM_ARRAY_TASK_COUNT": size}
+        if spec.group_indices:
+            env.update(SLURM_ARRAY_TASK_MIN=min(spec.group_indices), SLURM_ARRAY_TASK_MAX=max(spec.group_indices))
+        return [{"name": k, "value": str(v)} for k, v in env.items()]
+    if spec.kind == "service":
+        return [{"name": "GPUPORTAL_SERVICE_ID", "value": str(spec.group_id)},
+                {"name": "GPUPORTAL_SERVICE_REPLICA", "value": str(spec.group_index or 0)},
+                {"name": "GPUPORTAL_REVISION", "value": str(spec.revision or 1)},
+                {"name": "PORT", "value": str(spec.port)}]
+    if spec.kind == "notebook":
+        return [{"name": "JUPYTER_TOKEN",
+                 "valueFrom": {"secretKeyRef": {"name": token_secret_name(spec), "key": "notebook-token"}}},
+                {"name": "GPUPORTAL_NOTEBOOK_URL", "value": notebook_path(spec.id)}]
+    return []
+
+
+def _pod_spec(spec: JobSpec, portal_url: str, share_resources: dict | None, data_claim: bool,
+              restart_policy: str) -> tuple[dict, dict]:
+    """The pod of any kind (pinned to the scheduler's nodes, its GPUs, shared memory, the data claim) and its
+    main container, for the caller to add ports, probes and the command its kind runs."""
     resources = {"limits": gpu_limits(spec, share_resources)}
     requests = {}
     if spec.cpu_milli:
@@ -188,17 +283,40 @@ def job(prefix: str, spec: JobSpec, portal_url: str, *, share_resources: dict | 
         volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": "gpuportal-data"}})
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(spec.nodes)}]}]}}}
-    pod_spec = {"restartPolicy": "Never", "priorityClassName": f"gpuportal-{dns_label(spec.task_type)}",
+    pod_spec = {"restartPolicy": restart_policy, "priorityClassName": f"gpuportal-{dns_label(spec.task_type)}",
                 "affinity": affinity, "containers": [container], "volumes": volumes,
                 "enableServiceLinks": False}
-    job_spec = {"backoffLimit": 0, "activeDeadlineSeconds": spec.max_runtime_minutes * 60,
-                "ttlSecondsAfterFinished": 7 * 24 * 3600, "parallelism": spec.node_count,
+    return pod_spec, container
+
+
+def notebook_command(spec: JobSpec) -> list[str]:
+    """Jupyter behind the portal's path; Kubernetes puts the token in (``$(JUPYTER_TOKEN)``), no shell needed."""
+    return ["jupyter", "lab", "--ip=0.0.0.0", f"--port={NOTEBOOK_PORT}", "--no-browser",
+            f"--ServerApp.base_url={notebook_path(spec.id)}", "--ServerApp.token=$(JUPYTER_TOKEN)"]
+
+
+def job(prefix: str, spec: JobSpec, portal_url: str, *, share_resources: dict | None = None,
+        data_claim: bool = False) -> dict:
+    """A ``batch/v1`` Job pinned to the nodes the scheduler chose; Indexed with one pod per node when the
+    job spans nodes. ``backoffLimit: 0``: retries are the portal's, so it can avoid a faulty node. No
+    ``activeDeadlineSeconds`` when the job has no max runtime."""
+    name, job_labels = object_name(spec), labels(spec)
+    pod_spec, container = _pod_spec(spec, portal_url, share_resources, data_claim, "Never")
+    if spec.kind == "notebook":
+        container["command"] = notebook_command(spec)
+        container["ports"] = [{"name": "notebook", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
+        # Jupyter's /api answers without the token: ready once the server serves its base URL
+        container["readinessProbe"] = {"httpGet": {"path": f"{notebook_path(spec.id)}api", "port": "notebook"},
+                                       "periodSeconds": 5, "failureThreshold": 3}
+    job_spec = {"backoffLimit": 0, "ttlSecondsAfterFinished": 7 * 24 * 3600, "parallelism": spec.node_count,
                 "completions": spec.node_count,
                 "template": {"metadata": {"labels": job_labels}, "spec": pod_spec}}
+    if spec.max_runtime_minutes:
+        job_spec["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60
     if spec.node_count > 1:
         job_spec["completionMode"] = "Indexed"
         pod_spec["subdomain"] = name
-        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        pod_spec["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": {JOB_LABEL: str(spec.id), ATTEMPT_LABEL: str(spec.attempt)}},
             "topologyKey": "kubernetes.io/hostname"}]}
     return {"apiVersion": "batch/v1", "kind": "Job",
@@ -206,13 +324,118 @@ def job(prefix: str, spec: JobSpec, portal_url: str, *, share_resources: dict | 
             "spec": job_spec}
 
 
+def deployment(prefix: str, spec: JobSpec, portal_url: str, *, share_resources: dict | None = None,
+               data_claim: bool = False) -> dict:
+    """One replica of a service: a Deployment of one pod, so that Kubernetes restarts a crashed container
+    (``restartPolicy: Always``) while the portal decides how many replicas there are and where. ``Recreate``:
+    the pod holds its node's GPUs, a second one could not start beside it."""
+    name, replica_labels = object_name(spec), labels(spec)
+    pod_spec, container = _pod_spec(spec, portal_url, share_resources, data_claim, "Always")
+    container["ports"] = [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}]
+    def check(**timing) -> dict:  # a fresh dict each: printed YAML without anchors
+        return {"httpGet": {"path": spec.health_path, "port": "http"}, **timing}
+
+    # Loading a model can take long: the startup probe allows 30 minutes before liveness counts.
+    container["startupProbe"] = check(periodSeconds=10, failureThreshold=180)
+    container["readinessProbe"] = check(periodSeconds=5, failureThreshold=3, timeoutSeconds=2)
+    container["livenessProbe"] = check(periodSeconds=20, failureThreshold=3, timeoutSeconds=5)
+    pod_spec["terminationGracePeriodSeconds"] = 30
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace_name(prefix, spec.tenant), "labels": replica_labels},
+            "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "revisionHistoryLimit": 1,
+                     "selector": {"matchLabels": {JOB_LABEL: str(spec.id), ATTEMPT_LABEL: str(spec.attempt)}},
+                     "template": {"metadata": {"labels": replica_labels}, "spec": pod_spec}}}
+
+
+def notebook_service(prefix: str, spec: JobSpec) -> dict:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": object_name(spec), "namespace": namespace_name(prefix, spec.tenant),
+                         "labels": labels(spec)},
+            "spec": {"type": "ClusterIP", "selector": {JOB_LABEL: str(spec.id), ATTEMPT_LABEL: str(spec.attempt)},
+                     "ports": [{"name": "notebook", "port": NOTEBOOK_PORT, "targetPort": NOTEBOOK_PORT,
+                                "protocol": "TCP"}]}}
+
+
+def group_service(prefix: str, spec: JobSpec) -> dict:
+    """The service's address: every ready replica, whatever its revision (Kubernetes sends traffic only to
+    pods whose readiness probe passes, so a rollout's new replica takes traffic once it is ready)."""
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": group_service_name(spec.group_id), "namespace": namespace_name(prefix, spec.tenant),
+                         "labels": group_labels(spec)},
+            "spec": {"type": "ClusterIP", "selector": {SERVICE_LABEL: str(spec.group_id)},
+                     "ports": [{"name": "http", "port": spec.port, "targetPort": spec.port, "protocol": "TCP"}]}}
+
+
+def _ingress(prefix: str, spec: JobSpec, ingress: IngressConfig, *, name: str, object_labels: dict, path: str,
+             path_type: str, service: str, port: int, auth_url: str, extra: dict | None = None) -> dict:
+    annotations = {
+        "nginx.ingress.kubernetes.io/auth-url": auth_url,
+        # the portal's answer may carry the upstream's credentials (a notebook's token), passed on to it
+        "nginx.ingress.kubernetes.io/auth-response-headers": "Authorization",
+        "nginx.ingress.kubernetes.io/proxy-read-timeout": WEBSOCKET_TIMEOUT_SECONDS,
+        "nginx.ingress.kubernetes.io/proxy-send-timeout": WEBSOCKET_TIMEOUT_SECONDS,
+        "nginx.ingress.kubernetes.io/proxy-body-size": "0",
+        "nginx.ingress.kubernetes.io/proxy-buffering": "off",
+        **(extra or {}),
+    }
+    spec_ = {"rules": [{"host": ingress.host, "http": {"paths": [{
+        "path": path, "pathType": path_type,
+        "backend": {"service": {"name": service, "port": {"number": port}}}}]}}]}
+    if ingress.class_name:
+        spec_["ingressClassName"] = ingress.class_name
+    if ingress.tls_secret:
+        spec_["tls"] = [{"hosts": [ingress.host], "secretName": ingress.tls_secret}]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": name, "namespace": namespace_name(prefix, spec.tenant), "labels": object_labels,
+                         "annotations": annotations},
+            "spec": spec_}
+
+
+def notebook_ingress(prefix: str, spec: JobSpec, ingress: IngressConfig) -> dict:
+    """``/jobs/<id>/open/`` on the ingress host; nginx asks the portal first (204: the reader may, 401/403:
+    not), and the portal's answer carries ``Authorization: token <notebook token>`` for Jupyter."""
+    portal = ingress.portal_url.rstrip("/")
+    return _ingress(prefix, spec, ingress, name=object_name(spec), object_labels=labels(spec),
+                    path=notebook_path(spec.id), path_type="Prefix", service=object_name(spec), port=NOTEBOOK_PORT,
+                    auth_url=f"{portal}/jobs/{spec.id}/open-auth/")
+
+
+def group_ingress(prefix: str, spec: JobSpec, ingress: IngressConfig) -> dict:
+    """``/services/<id>/…`` on the ingress host, rewritten to ``/…`` for the server; nginx asks the portal
+    (``/services/<id>/auth/``) first."""
+    portal = ingress.portal_url.rstrip("/")
+    return _ingress(prefix, spec, ingress, name=group_service_name(spec.group_id), object_labels=group_labels(spec),
+                    path=f"/services/{spec.group_id}(/|$)(.*)", path_type="ImplementationSpecific",
+                    service=group_service_name(spec.group_id), port=spec.port,
+                    auth_url=f"{portal}/services/{spec.group_id}/auth/",
+                    extra={"nginx.ingress.kubernetes.io/use-regex": "true",
+                           "nginx.ingress.kubernetes.io/rewrite-target": "/$2"})
+
+
+def group_objects(prefix: str, spec: JobSpec, ingress: IngressConfig | None = None) -> list[dict]:
+    """What a service's replicas share: made by the first replica's dispatch (409 for the others), deleted by
+    ``release_group``."""
+    objects = [group_service(prefix, spec)]
+    if ingress is not None:
+        objects.append(group_ingress(prefix, spec, ingress))
+    return objects
+
+
 def for_job(prefix: str, spec: JobSpec, portal_url: str, token: str, *, share_resources=None,
-            data_claim: bool = False) -> list[dict]:
-    """Everything one attempt of a job needs, in creation order."""
-    objects = [token_secret(prefix, spec, token)]
-    if spec.node_count > 1:
+            data_claim: bool = False, notebook_token: str = "", ingress: IngressConfig | None = None) -> list[dict]:
+    """Everything one attempt of a job needs, in creation order (a service replica: its service's shared
+    objects first, so that the replica is reachable as soon as it is ready)."""
+    objects = [token_secret(prefix, spec, token, notebook_token)]
+    options = {"share_resources": share_resources, "data_claim": data_claim}
+    if spec.kind == "service":
+        return [*group_objects(prefix, spec, ingress), *objects, deployment(prefix, spec, portal_url, **options)]
+    if spec.kind == "notebook":
+        objects.append(notebook_service(prefix, spec))
+        if ingress is not None:
+            objects.append(notebook_ingress(prefix, spec, ingress))
+    elif spec.node_count > 1:
         objects.append(headless_service(prefix, spec))
-    objects.append(job(prefix, spec, portal_url, share_resources=share_resources, data_claim=data_claim))
+    objects.append(job(prefix, spec, portal_url, **options))
     return objects
 
 
@@ -229,7 +452,27 @@ def example_spec(kind: str = "single-node") -> JobSpec:
     if kind == "resumed":
         return JobSpec(**{**base, "attempt": 2}, gpus_per_node=4, node_count=1, nodes=("gpu-06",),
                        resume_from="/data/ckpt/step-12000.pt")
+    if kind == "notebook":
+        return JobSpec(**{**base, "task_type": "notebook", "command": "", "max_runtime_minutes": None,
+                          "image": "registry.local/jupyter-pytorch:2.4-cuda12"}, gpus_per_node=1, node_count=1,
+                       nodes=("gpu-02",), kind="notebook")
+    if kind == "inference-service":
+        return JobSpec(**{**base, "task_type": "inference", "max_runtime_minutes": None,
+                          "image": "registry.local/vllm:0.6-cuda12",
+                          "command": "vllm serve /data/models/llama-3-8b --port $PORT"},
+                       gpus_per_node=1, node_count=1, nodes=("gpu-03",), kind="service", group_id=77, group_index=0,
+                       group_size=2, revision=2, port=8000, health_path="/health")
+    if kind == "array":
+        return JobSpec(**{**base, "task_type": "evaluation", "command": "python eval.py --shard $GPUPORTAL_ARRAY_INDEX",
+                          "max_runtime_minutes": 60}, gpus_per_node=1, node_count=1, nodes=("gpu-04",),
+                       kind="array", group_id=55, group_index=3, group_size=10, group_indices=tuple(range(10)))
     return JobSpec(**base, gpus_per_node=2, node_count=1, nodes=("gpu-01",))
 
 
 EXAMPLES = ("single-node", "multi-node", "fractional", "resumed")
+#: The shapes of the other kinds of work (notebook, service replica, array task).
+WORKLOAD_EXAMPLES = ("notebook", "inference-service", "array")
+ALL_EXAMPLES = EXAMPLES + WORKLOAD_EXAMPLES
+#: The ingress the examples are published on when the settings name none.
+EXAMPLE_INGRESS = IngressConfig(host="gpus.example.org", portal_url="https://portal.example.org",
+                                class_name="nginx")

@@ -159,6 +159,8 @@ class ClusterSync:
         pods = [p for p in self.pods.get(job.pk, {}).values()
                 if p["metadata"].get("labels", {}).get(manifests.ATTEMPT_LABEL) == attempt]
         states = sorted((PodState.from_pod(p) for p in pods), key=lambda s: s.index)
+        if job.kind == "service":
+            return self.apply_replica(job, states, pods)
         if len(states) == job.node_count and all(s.phase == "Succeeded" for s in states):
             if job.status == JobStatus.DISPATCHING:  # it ran and finished between two looks
                 self._move(job, JobStatus.RUNNING, _("All %(n)d pod(s) ran on %(nodes)s.") % {
@@ -175,18 +177,34 @@ class ClusterSync:
                 "n": len(states), "nodes": ", ".join(sorted({s.node for s in states}))}))
         return False
 
+    def apply_replica(self, job: Job, states: list[PodState], pods: list[dict]) -> bool:
+        """A service replica runs once its pod does (phase Running: its container started, perhaps restarting).
+        A container that exits is restarted by its Deployment, as Kubernetes does: the replica stays running and
+        ``probe`` shows the crash loop. Only what no restart mends ends it: an image that does not come, or a pod
+        failed as a whole (an eviction, a lost node), diagnosed like a batch job's."""
+        if any(s.phase == "Failed" or s.waiting_reason in IMAGE_REASONS for s in states):
+            diagnosis = self._diagnose(job, states, pods, read_job=False)
+            if diagnosis is not None:
+                return self.fail_or_retry(job, diagnosis)
+        live = [s for s in states if s.phase == "Running"]
+        if job.status == JobStatus.DISPATCHING and live:
+            return self._move(job, JobStatus.RUNNING, Phrase(gettext_noop("The replica's pod runs on %(nodes)s."), {
+                "nodes": ", ".join(sorted({s.node for s in live}))}))
+        return False
+
     def _gone(self, job: Job) -> bool:
         """No pods: did the Job fail as a whole (deadline)?"""
         dispatched = (job.executor_state or {}).get("dispatched_at")
         return bool(dispatched) and job.status == JobStatus.RUNNING
 
-    def _diagnose(self, job: Job, states: list[PodState], pods: list[dict]) -> Diagnosis | None:
+    def _diagnose(self, job: Job, states: list[PodState], pods: list[dict], read_job: bool = True) -> Diagnosis | None:
         state = job.executor_state or {}
         namespace, name = state.get("namespace", ""), state.get("object", "")
         conditions = []
         try:
-            conditions = (self.executor.raw(self.executor.batch.read_namespaced_job, name, namespace)
-                          .get("status", {}).get("conditions") or [])
+            if read_job:  # a replica has no batch Job: its pods say it all
+                conditions = (self.executor.raw(self.executor.batch.read_namespaced_job, name, namespace)
+                              .get("status", {}).get("conditions") or [])
         except ApiException as exc:
             if exc.status != 404:
                 raise

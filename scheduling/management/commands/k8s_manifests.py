@@ -1,11 +1,13 @@
-"""Print the Kubernetes objects a job would get: ``manage.py k8s_manifests --job 42`` or ``--example multi-node``."""
+"""Print the Kubernetes objects a job would get: ``manage.py k8s_manifests --job 42`` or ``--example multi-node``
+(``--example notebook``, ``inference-service`` and ``array`` for the other kinds of work; their Ingress is shown
+on the configured ingress host, or on an example one when the settings name none)."""
 
 import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from fleet.models import Cluster
-from scheduling.executors.kubernetes import manifests, spec_for
+from scheduling.executors.kubernetes import ingress_config, manifests, spec_for
 from scheduling.models import Job
 from tenants.quotas import tenant_gpu_limit
 
@@ -16,14 +18,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         group = parser.add_mutually_exclusive_group(required=True)
         group.add_argument("--job", type=int, help="A job's id (it needs a placement: admitted, running or ended).")
-        group.add_argument("--example", choices=manifests.EXAMPLES, help="A made-up job of this shape.")
+        group.add_argument("--example", choices=manifests.ALL_EXAMPLES, help="A made-up job of this shape.")
 
     def handle(self, *args, job=None, example=None, **options):
         token = "<job token: issued at dispatch>"  # noqa: S105 - a placeholder, printed
         if example:
             spec = manifests.example_spec(example)
             objects = [*manifests.for_tenant("gp-", spec.tenant, 16), manifests.priority_class(spec.task_type, 80),
-                       *manifests.for_job("gp-", spec, settings.PORTAL_URL, token)]
+                       *manifests.for_job("gp-", spec, settings.PORTAL_URL, token,
+                                          ingress=ingress_config() or manifests.EXAMPLE_INGRESS)]
         else:
             found = Job.objects.select_related("tenant", "project", "task_type", "cluster").filter(pk=job).first()
             if found is None:
@@ -40,5 +43,5 @@ class Command(BaseCommand):
                        manifests.priority_class(found.task_type.code, found.task_type.priority, found.task_type.name),
                        *manifests.for_job(prefix, spec_for(found, nodes), settings.PORTAL_URL, token,
                                           share_resources=cluster.gpu_share_resources or None,
-                                          data_claim=bool(cluster.tenant_storage_gib))]
+                                          data_claim=bool(cluster.tenant_storage_gib), ingress=ingress_config())]
         self.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False))

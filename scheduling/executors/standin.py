@@ -1,0 +1,149 @@
+"""A small real HTTP server standing in for a notebook server or an inference replica on the simulated cluster.
+
+The simulated executor starts one per running notebook or replica (this file, run by its path),
+so opening a notebook or calling a service works end to end in the demo and in tests, through the same proxy
+and checks as on a real cluster. Standard library only: it must start in a blink and import nothing of the
+portal.
+
+- notebook: answers only requests carrying its token (``Authorization: token T``, as Jupyter takes it); a page
+  at the base URL, ``api/status`` with Jupyter's ``last_activity`` and ``api/kernels`` (POST starts a
+  "kernel", which counts as activity, as code run in a real kernel does).
+- service: ``/healthz`` answers 503 until ``--ready-after`` seconds passed (a model loading), then 200;
+  ``/v1/models`` names the image and revision; POST ``/v1/completions`` echoes the prompt. ``--crash-after``
+  makes it exit with code 1 after that many seconds (a crash loop, once the executor restarts it).
+
+It writes its port to ``--port-file`` once listening, and exits when its parent executor's record of it is
+gone (``--pid-file`` removed) so nothing outlives a cleanup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _State:
+    def __init__(self, args):
+        self.args = args
+        self.started = time.time()
+        self.last_activity = time.time()
+        self.kernels = 0
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def make_handler(state: _State):
+    args = state.args
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "gpuportal-standin/1"
+
+        def log_message(self, format, *log_args):  # noqa: A002 - the base class's name
+            pass  # the portal logs the proxied request; nobody reads this process's stderr
+
+        def _send(self, status: int, body, content_type="application/json"):
+            data = body if isinstance(body, bytes) else (
+                json.dumps(body).encode() if content_type == "application/json" else body.encode())
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _path(self) -> str:
+            path = self.path.split("?", 1)[0]
+            base = args.base_url.rstrip("/")
+            return path[len(base):] if base and path.startswith(base) else path
+
+        def _authorised(self) -> bool:
+            if args.mode != "notebook":
+                return True
+            return self.headers.get("Authorization", "") == f"token {args.token}"
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            path = self._path()
+            if path == "/healthz":
+                ready = time.time() - state.started >= args.ready_after
+                return self._send(200 if ready else 503, {"ready": ready})
+            if not self._authorised():
+                return self._send(403, {"message": "Forbidden: a token is required"})
+            if args.mode == "notebook":
+                if path.startswith("/api/status"):
+                    return self._send(200, {"started": _iso(state.started), "last_activity": _iso(state.last_activity),
+                                            "connections": 0, "kernels": state.kernels})
+                state.last_activity = time.time()
+                return self._send(200, (
+                    "<!doctype html><html><head><title>Jupyter stand-in</title></head><body>"
+                    f"<h1>Notebook of job {args.job}</h1><p id='standin'>Jupyter stand-in serving {args.image}; "
+                    f"kernels: {state.kernels}</p></body></html>"), "text/html; charset=utf-8")
+            if path.startswith("/v1/models"):
+                return self._send(200, {"object": "list", "data": [{"id": args.image, "revision": args.revision,
+                                                                    "replica": args.job}]})
+            return self._send(200, {"service": args.image, "revision": args.revision, "replica": args.job})
+
+        def do_POST(self):  # noqa: N802 - http.server's name
+            length = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
+            body = self.rfile.read(length) if length else b""
+            if not self._authorised():
+                return self._send(403, {"message": "Forbidden: a token is required"})
+            path = self._path()
+            if args.mode == "notebook" and path.startswith("/api/kernels"):
+                state.kernels += 1
+                state.last_activity = time.time()
+                return self._send(201, {"id": f"kernel-{state.kernels}", "execution_state": "idle"})
+            if args.mode == "service" and path.startswith("/v1/completions"):
+                try:
+                    prompt = json.loads(body or b"{}").get("prompt", "")
+                except ValueError:
+                    return self._send(400, {"message": "body must be JSON"})
+                return self._send(200, {"model": args.image, "revision": args.revision, "replica": args.job,
+                                        "choices": [{"text": str(prompt)[::-1]}]})
+            return self._send(404, {"message": "not found"})
+
+    return Handler
+
+
+def _watch(args) -> None:
+    """Exit on a crash-after deadline, or once the pid file is gone (the executor stopped it, or cleaned up)."""
+    started = time.time()
+    while True:
+        time.sleep(0.2)
+        if args.crash_after and time.time() - started >= args.crash_after:
+            sys.stderr.write("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+            os._exit(1)
+        if args.pid_file and not os.path.exists(args.pid_file):
+            os._exit(0)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("notebook", "service"), required=True)
+    parser.add_argument("--job", type=int, required=True)
+    parser.add_argument("--token", default="")
+    parser.add_argument("--image", default="")
+    parser.add_argument("--revision", type=int, default=1)
+    parser.add_argument("--base-url", default="/")
+    parser.add_argument("--ready-after", type=float, default=0.0)
+    parser.add_argument("--crash-after", type=float, default=0.0)
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--pid-file", default="")
+    args = parser.parse_args(argv)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(_State(args)))
+    server.daemon_threads = True
+    with open(args.port_file + ".tmp", "w") as handle:
+        handle.write(str(server.server_address[1]))
+    os.replace(args.port_file + ".tmp", args.port_file)
+    threading.Thread(target=_watch, args=(args,), daemon=True).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

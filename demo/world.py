@@ -319,9 +319,16 @@ def seed_live_jobs(users: dict) -> list[Job]:
     """Submit today's jobs through the normal service; each submission triggers a scheduling pass."""
     jobs = []
     for username, project, task_type, model, gpus, nodes, command in LIVE_JOBS:
+        notebook = task_type == "notebook"  # notebooks one can open (a stand-in Jupyter on the simulated cluster)
         jobs.append(submission.submit_job(users[username], {
             "project": project, "task_type": task_type, "gpu_model": model, "gpus_per_node": gpus,
-            "nodes": nodes, "image": "registry.local/pytorch:2.4-cuda12", "command": command}))
+            "nodes": nodes, "kind": "notebook" if notebook else "batch", "command": "" if notebook else command,
+            "image": "registry.local/jupyter:cuda12" if notebook else "registry.local/pytorch:2.4-cuda12"}))
+    # an inference service that serves (two replicas, answering through the portal)
+    jobs.append(submission.submit_job(users["bob"], {
+        "project": "nlp/chat-eval", "task_type": "inference", "gpu_model": "L40S", "gpus_per_node": 1,
+        "kind": "service", "replicas": 2, "port": 8000, "name": "chat-assistant",
+        "image": "registry.local/vllm:0.6-cuda12", "command": "vllm serve /models/chat-7b --port 8000"}))
     return jobs
 
 

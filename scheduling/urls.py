@@ -23,6 +23,7 @@ urlpatterns = [
     path("services/<int:pk>/", workload_views.service_detail, name="service-detail"),
     path("services/<int:pk>/endpoint/<path:path>", workload_views.service_endpoint, name="service-endpoint"),
     path("services/<int:pk>/endpoint/", workload_views.service_endpoint, name="service-endpoint-root"),
+    path("services/<int:pk>/auth/", workload_views.service_auth, name="service-auth"),
     path("services/<int:pk>/<str:action>/", workload_views.service_action, name="service-action"),
     path("arrays/<int:pk>/", workload_views.array_detail, name="array-detail"),
     path("arrays/<int:pk>/cancel/", workload_views.array_cancel, name="array-cancel"),

@@ -96,7 +96,18 @@ def notebook_auth(request, pk):
     job = Job.objects.visible_to(request.user).filter(pk=pk, kind=WorkloadKind.NOTEBOOK).first()
     if job is None or not may_open(request.user, job) or job.status != JobStatus.RUNNING:
         return HttpResponse(status=403)
-    return HttpResponse(status=204)
+    allowed = HttpResponse(status=204)
+    allowed["Authorization"] = f"token {notebook_token(job)}"  # the ingress hands it on to the server only
+    return allowed
+
+
+def service_auth(request, pk):
+    """For an ingress's ``auth_request`` in front of a service: 204 for members of its tenant."""
+    user = _caller(request)
+    if user is None:
+        return HttpResponse(status=401)
+    group = JobGroup.objects.filter(pk=pk, kind=JobGroup.Kind.SERVICE, stopped_at__isnull=True).first()
+    return HttpResponse(status=204 if group is not None and may_call(user, group) else 403)
 
 
 def _caller(request):

@@ -10,9 +10,10 @@ from dataclasses import replace
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_field
-from rest_framework import generics, serializers, status, viewsets
+from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from gpuportal.api import text_field
 
@@ -128,12 +129,9 @@ class TemplateViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
-class JobCloneView(generics.GenericAPIView):
+class JobCloneView(APIView):
     """``POST /api/jobs/{id}/clone/``: submit a job's request again (an array or service: its whole group).
     404 for a job the caller cannot see; 422 naming the field when the request no longer passes."""
-
-    serializer_class = None
-    filter_backends: list = []
 
     @extend_schema(request=None, responses={201: JobSerializer})
     def post(self, request, pk):

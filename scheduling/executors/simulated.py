@@ -206,7 +206,13 @@ class SimulatedExecutor(Executor):
 
     def read_log(self, job, tail: int) -> LogTail:
         """The lines the current attempt printed so far (all of them once it ended), made up from its plan
-        and its timeline."""
+        and its timeline. A notebook's or replica's log is what its server printed."""
+        plan = (job.executor_state or {}).get("plan") or {}
+        if plan.get("outcome") == "serve":
+            serving = job.executor_state.get("serving")
+            if not serving:
+                return stored_tail(job, tail)
+            return LogTail(job.retry_count + 1, tuple(simulated_serving.log_tail(serving, tail)))
         run = simulated_log.run_of(job, timezone.now())
         if run is None:
             return stored_tail(job, tail)

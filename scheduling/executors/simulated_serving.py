@@ -46,7 +46,8 @@ def start(job, restarts: int = 0, ready_after: float = 0.0, crash_after: float =
     """Start the stand-in of ``job``'s current attempt; returns the ``serving`` state to keep."""
     directory = run_dir()
     stem = f"job-{job.pk}-a{job.retry_count}-r{restarts}"
-    port_file, pid_file, log_file = (directory / f"{stem}.{ext}" for ext in ("port", "pid", "log"))
+    port_file, pid_file = (directory / f"{stem}.{ext}" for ext in ("port", "pid"))
+    log_file = directory / f"job-{job.pk}-a{job.retry_count}.log"  # one log per attempt, across restarts
     port_file.unlink(missing_ok=True)
     pid_file.write_text("starting")
     is_notebook = job.kind == WorkloadKind.NOTEBOOK

@@ -118,6 +118,7 @@ def _watch(args) -> None:
         time.sleep(0.2)
         if args.crash_after and time.time() - started >= args.crash_after:
             sys.stderr.write("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+            sys.stderr.flush()
             os._exit(1)
         if args.pid_file and not os.path.exists(args.pid_file):
             os._exit(0)
@@ -141,6 +142,10 @@ def main(argv=None) -> None:
     with open(args.port_file + ".tmp", "w") as handle:
         handle.write(str(server.server_address[1]))
     os.replace(args.port_file + ".tmp", args.port_file)
+    where = f"http://127.0.0.1:{server.server_address[1]}{args.base_url}"
+    sys.stderr.write(f"[I {_iso(time.time())}] {'Jupyter stand-in' if args.mode == 'notebook' else 'Serving'} "
+                     f"{args.image} (revision {args.revision}) at {where}\n")
+    sys.stderr.flush()
     threading.Thread(target=_watch, args=(args,), daemon=True).start()
     server.serve_forever()
 

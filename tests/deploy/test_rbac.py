@@ -27,7 +27,7 @@ from kubernetes import client
 from fleet.models import Cluster
 from kubefake.server import NAMESPACE_PATH, PATH, authorization_attributes
 from scheduling import job_actions, submission
-from scheduling.executors import read_job_log
+from scheduling.executors import executor_for, read_job_log
 from scheduling.executors.kubernetes.sync import ClusterSync
 from scheduling.models import Job, JobStatus
 from scheduling.reconcile import reconcile
@@ -136,7 +136,7 @@ def submit(users, user: str = "alice", **overrides) -> Job:
     return Job.objects.get(pk=submission.submit_job(users[user], payload).pk)
 
 
-def drive_the_executor(kube, users) -> None:
+def drive_the_executor(kube, users, settings) -> None:
     """Every operation the executor has, through the code paths production takes."""
     Cluster.objects.filter(pk=kube.cluster.pk).update(tenant_storage_gib=100, storage_class="standard")
     kube.cluster.refresh_from_db()
@@ -160,8 +160,16 @@ def drive_the_executor(kube, users) -> None:
 
     job_actions.cancel_job(users["alice"], Job.objects.get(pk=cancelled.pk), "no longer needed")
 
+    settings.KUBERNETES = {**settings.KUBERNETES, "INGRESS_HOST": "gpus.example.org"}
+    notebook = submit(users, gpus_per_node=1, kind="notebook", task_type="notebook")  # Job, Service, Ingress
+    replica = submit(users, gpus_per_node=1, kind="service", task_type="inference", replicas=1)  # a Deployment
+    for job in (notebook, replica):
+        job_actions.cancel_job(users["alice"], Job.objects.get(pk=job.pk), "done")  # deleted per kind
+    executor_for(kube.cluster).release_group(replica.group)  # the shared Service and Ingress go
+
     kube.fake.start_pods = False
     stuck = submit(users, gpus_per_node=1)  # stays dispatching: the reconciler looks its Job up
+    submit(users, gpus_per_node=1, kind="service", task_type="inference", replicas=1)  # and a Deployment
     report = reconcile(now=timezone.now() + timedelta(hours=1))  # and lists the portal's Jobs everywhere
     assert not report.errors and Job.objects.get(pk=stuck.pk).status == JobStatus.DISPATCHING
 
@@ -173,7 +181,7 @@ def drive_the_executor(kube, users) -> None:
 def test_the_executors_cluster_role_grants_exactly_what_the_executor_uses(users, tmp_path, settings):
     with served_cluster(tmp_path, settings, "rbac", retries=1) as kube:
         kube.fake.access = []  # record from here on (FakeKubernetes(record_access=True) does it from the start)
-        drive_the_executor(kube, users)
+        drive_the_executor(kube, users, settings)
         used = set(kube.fake.access)
 
     referenced = {attributes_of(api_class, method) for api_class, method in referenced_client_methods()}

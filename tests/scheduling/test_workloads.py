@@ -8,7 +8,7 @@ import time
 import pytest
 from django.test import Client
 
-from scheduling import engine
+from scheduling import engine, submission
 from scheduling.executors import simulated_serving
 from scheduling.models import Job, JobAllocation, JobStatus
 from scheduling.tasks import sync_job_status
@@ -67,7 +67,8 @@ def test_notebook_opens_for_its_owner_only(api, users, serving):
     assert _client("carol").get(f"/jobs/{job_id}/open/").status_code == 403  # same tenant, not the owner
     assert _client("bob").get(f"/jobs/{job_id}/open/").status_code == 404  # another tenant: no such job
     assert Client().get(f"/jobs/{job_id}/open/").status_code == 302  # to the sign-in page
-    assert owner.get(f"/jobs/{job_id}/open-auth/").status_code == 204
+    allowed = owner.get(f"/jobs/{job_id}/open-auth/")
+    assert allowed.status_code == 204 and allowed["Authorization"].startswith("token ")
     assert _client("bob").get(f"/jobs/{job_id}/open-auth/").status_code == 403
     assert Client().get(f"/jobs/{job_id}/open-auth/").status_code == 401
 
@@ -166,7 +167,7 @@ def test_array_of_100_tasks_runs_ten_at_once(api, users, serving):
     listing = _client("alice").get("/jobs/").content.decode()
     assert listing.count('class="group-row"') == 1 and f"[{waiting.group_index}]" not in listing
     bad = api("alice").post("/api/jobs/", job_payload(kind="array", array="5-1"), format="json")
-    assert bad.status_code == 400 and "array" in bad.json()
+    assert bad.status_code == 422 and "array" in bad.json()  # as every submission rule answers
     cancelled = api("alice").post(f"/api/arrays/{gid}/cancel/", {}, format="json")
     assert cancelled.status_code == 200 and cancelled.json()["counts"] == {"cancelled": 100}
 
@@ -181,3 +182,29 @@ def test_engine_counts_array_tasks_against_their_limit():
     assert [a.job_id for a in result.admissions] == [2]
     assert {w.job_id: w.reason for w in result.waiting if w.job_id in (3, 4)} == {
         3: engine.WaitReason.ARRAY_LIMIT, 4: engine.WaitReason.ARRAY_LIMIT}
+
+
+def _sign_in(page, live_server, username):
+    page.context.clear_cookies()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("main button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+
+def test_browser_opens_the_notebook_for_its_owner_and_refuses_another_tenant(page, live_server, users, serving):
+    job = submission.submit_job(users["alice"], job_payload(kind="notebook", task_type="notebook", gpus_per_node=1))
+    assert _sync_until(lambda: _running(job.pk))
+    _sign_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/jobs/{job.pk}/")
+    with page.expect_popup() as popup:
+        page.click("#open-notebook")
+    notebook = popup.value
+    notebook.wait_for_load_state()
+    assert "Jupyter stand-in" in notebook.locator("#standin").inner_text()
+    notebook.close()
+
+    _sign_in(page, live_server, "bob")
+    refused = page.goto(f"{live_server.url}/jobs/{job.pk}/open/")
+    assert refused.status == 404 and "Jupyter" not in page.content()

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from demo.world import DEMO_PASSWORD, USERS, seed_demo
+from scheduling.executors import simulated_serving
 
 
 class Command(BaseCommand):
@@ -10,6 +11,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-history", action="store_true", help="Skip the finished jobs of past weeks.")
 
     def handle(self, *args, no_history=False, **options):
+        simulated_serving.stop_all()  # notebook and service stand-ins of an earlier demo serve nothing now
         world = seed_demo(history=not no_history)
         self.stdout.write(self.style.SUCCESS(
             f"Demo ready: {len(world['tenants'])} tenants, {len(world.get('live', []))} live jobs, "

@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from tenants.quotas import tenant_gpu_limit
 
 from ... import job_tokens, lifecycle
-from ...models import JobEvent
+from ...models import JobEvent, JobGroup
 from ..base import Executor, ExecutorUpdate, LiveState
 from ..logs import NOT_STARTED, LogTail, kube_timestamped, merge_streams, stored_tail
 from . import manifests
@@ -136,8 +136,6 @@ class KubernetesExecutor(Executor):
     def prepare(self, jobs) -> None:
         """Tenant namespaces and priority classes for a batch (database reads here, not in the threads: the
         groups of arrays and services too)."""
-        from ...models import JobGroup
-
         groups = JobGroup.objects.in_bulk({job.group_id for job in jobs if job.group_id})
         for job in jobs:
             if job.group_id and job.group_id in groups:

@@ -518,7 +518,7 @@ class _Pass:
         give_slots(heap, k, end)
         if qheap is not None:
             give_slots(qheap, q, end)
-        return start
+        return start if math.isfinite(start) else None  # behind GPUs held by services (no end): unknown
 
 
 def schedule(snapshot: Snapshot) -> PassResult:

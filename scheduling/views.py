@@ -93,9 +93,9 @@ def job_submit(request):
     posted = request.method == "POST"
     reference = request.POST.get("use_template") if posted else request.GET.get("template")
     version = job_templates.usable_template_version(request.user, reference) if reference else None
-    if reference and version is None:
-        messages.error(request, _("Template version %(v)s is not one you may use; the form starts empty.") % {
-            "v": reference})
+    gone = _("Template version %(v)s is not one you may use.") % {"v": reference}
+    if reference and version is None and not posted:
+        messages.error(request, gone)
     initial, clone_of = {}, None
     if version is not None and not posted:
         initial = {**version.defaults, "kind": version.template.kind, "template_version": version.pk}
@@ -110,7 +110,10 @@ def job_submit(request):
             if initial.get("tenant") and "/" not in str(initial.get("project", "/")):
                 initial["project"] = f"{initial['tenant']}/{initial['project']}"
     form = JobSubmitForm(request.POST or None, user=request.user, version=version, initial=initial)
-    if posted:
+    if posted and reference and version is None:  # archived meanwhile: its parameters cannot be applied
+        form.is_valid()
+        form.add_error(None, gone)
+    elif posted:
         job = form.submit()
         if job is not None:
             messages.success(request, _("Job #%(id)d submitted.") % {"id": job.pk})

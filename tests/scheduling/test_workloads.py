@@ -213,10 +213,11 @@ def test_browser_opens_the_notebook_for_its_owner_and_refuses_another_tenant(pag
 def test_a_job_behind_a_service_has_no_made_up_start():
     """A service never ends: what waits for its GPUs gets no estimate, what waits for a batch job's does."""
     nodes = (engine.NodeSnapshot(1, "n1", "A100", tuple(range(8))),)
+    whole = engine.RunningJob(1, "t", "A100", (engine.Placement(1, tuple(range(8))),), preemptible=False)
     service = engine.RunningJob(1, "t", "A100", (engine.Placement(1, tuple(range(7))),), preemptible=False)
     batch = engine.RunningJob(3, "t", "A100", (engine.Placement(1, (7,)),), max_runtime=3600)
     quotas = (engine.QuotaSnapshot("t", "A100", 16, 16),)
-    for running, waits_for_batch in (((service,), False), ((service, batch), True)):
+    for running, waits_for_batch in (((whole,), False), ((service, batch), True)):
         waiting = (engine.WaitingJob(2, "t", "A100", 1, submitted_at=1),)
         result = engine.schedule(engine.Snapshot(now=100.0, nodes=nodes, running=running, waiting=waiting,
                                                  quotas=quotas))

@@ -78,6 +78,8 @@ def usable_template_version(user, version_id) -> JobTemplateVersion | None:
         number = int(version_id)
     except (TypeError, ValueError):
         return None
+    if not 0 < number < 2 ** 63:
+        return None
     template_ids = usable_templates(user).values("pk")
     return JobTemplateVersion.objects.filter(pk=number, template__in=template_ids).select_related(
         "template", "template__tenant").first()

@@ -101,7 +101,8 @@ def job_submit(request):
         initial = {**version.defaults, "kind": version.template.kind, "template_version": version.pk}
     elif not posted and request.GET.get("clone"):
         clone_of = Job.objects.visible_to(request.user).select_related("tenant", "project", "task_type", "group") \
-            .filter(pk=request.GET["clone"] if request.GET["clone"].isdigit() else None).first()
+            .filter(pk=request.GET["clone"] if request.GET["clone"].isdigit() and len(request.GET["clone"]) < 19
+                    else None).first()
         if clone_of is None:
             messages.error(request, _("Job %(id)s is not among those you may see; the form starts empty.") % {
                 "id": request.GET["clone"]})

@@ -3,6 +3,7 @@ to the real stand-in servers, rolling updates and scaling, arrays with a limit o
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -223,3 +224,33 @@ def test_a_job_behind_a_service_has_no_made_up_start():
                                                  quotas=quotas))
         estimate = result.waiting[0].estimated_start
         assert (estimate == 3600) if waits_for_batch else (estimate is None)
+
+
+def test_browser_scales_a_service_and_cancels_an_array(page, live_server, users, serving):
+    payload = job_payload(kind="service", task_type="inference", gpus_per_node=1, replicas=2, name="chat")
+    del payload["max_runtime_minutes"]
+    group = submission.submit_job(users["alice"], payload).group
+    assert _sync_until(lambda: sum(1 for m in group.members.all() if m.status == JobStatus.RUNNING) == 2)
+    _sign_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/services/{group.pk}/")
+    page.wait_for_function("document.querySelector('#replicas-ready').innerText.startsWith('2 of 2')")
+    page.fill("#id_replicas", "40")
+    page.click("#service-actions button:has-text('Scale')")
+    assert "tenant vision may hold at most" in page.locator("#service-errors").inner_text()
+    assert page.input_value("#id_replicas") == "40"  # what was typed is kept
+    page.fill("#id_replicas", "1")
+    page.click("#service-actions button:has-text('Scale')")
+    assert "Scaled to 1 replicas." in page.content()
+    assert group.members.filter(status=JobStatus.CANCELLED).count() == 1
+
+    array = submission.submit_job(users["alice"], job_payload(kind="array", task_type="test", gpu_model="L40S",
+                                                              gpus_per_node=1, array="0-19", name="sweep")).group
+    page.goto(f"{live_server.url}/jobs/")
+    row = page.locator("tr.group-row", has_text="sweep")
+    counts = row.locator("td.counts").inner_text()  # one row for the 20 tasks, with their counts by state
+    assert row.count() == 1 and sum(int(n) for n in re.findall(r"\d+", counts)) == 20
+    row.locator("a").click()
+    assert page.locator("#tasks tbody tr").count() == 20
+    page.click("#array-summary button")
+    assert "Cancelled 20 tasks." in page.content()
+    assert array.members.exclude(status=JobStatus.CANCELLED).count() == 0

@@ -210,7 +210,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "gpuportal.schema.add_links"],
     "ENUM_NAME_OVERRIDES": {"TopologyEnum": "scheduling.models.Topology",
-                            "JobStatusEnum": "scheduling.models.JobStatus"},
+                            "JobStatusEnum": "scheduling.models.JobStatus",
+                            "WorkloadKindEnum": "scheduling.models.WorkloadKind"},
     # A running job reports with its own token (POST /api/jobs/{id}/report/), an agent with its node's.
     "APPEND_COMPONENTS": {"securitySchemes": {
         "jobToken": {"type": "http", "scheme": "bearer", "description": (

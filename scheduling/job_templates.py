@@ -14,10 +14,8 @@
 6. ``template_version`` is set to the version's id, so the job records the version it came from.
 
 Versions are immutable: a change adds version N+1. Tenant admins manage their tenant's templates, platform
-admins the platform's (the built-in ones among them); each change is written to the audit log.
-
-``scheduling.submission`` imports ``usable_version`` from here, so this module imports it only inside
-functions.
+admins the platform's (the built-in ones among them); each change is written to the audit log. Which version a
+submission may name is submission's rule (``submission.usable_version``).
 """
 
 from __future__ import annotations
@@ -37,6 +35,7 @@ from tenants import access
 from tenants.models import Tenant
 
 from .models import JobTemplate, JobTemplateVersion, WorkloadKind
+from .submission import FIELDS
 
 #: The types a parameter may have.
 PARAMETER_TYPES = ("int", "float", "text", "choice", "bool")
@@ -47,15 +46,6 @@ MAX_TEXT_VALUE = 1000
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
-
-def usable_version(user, number: int, tenant_id: int | None) -> JobTemplateVersion | None:
-    """Template version ``number`` (its id) when the submitter's tenant may use it: a platform template's or
-    one of the tenant's own; None otherwise (reported like one that does not exist)."""
-    scope = Q(template__tenant__isnull=True)
-    if tenant_id is not None:
-        scope |= Q(template__tenant_id=tenant_id)
-    return JobTemplateVersion.objects.filter(scope, pk=number).select_related("template").first()
 
 
 # --- who may use and manage what ----------------------------------------------------------------------------
@@ -237,7 +227,6 @@ def check_parameters(parameters) -> list[str]:
 
 def check_defaults(defaults) -> list[str]:
     """The problems of a version's defaults: keys must be submit fields, values plain JSON scalars."""
-    from .submission import FIELDS  # submission imports this module
 
     if not isinstance(defaults, dict):
         return [_("Defaults must be an object of submit fields, e.g. {\"gpu_model\": \"A100\"}.")]
@@ -253,7 +242,6 @@ def check_defaults(defaults) -> list[str]:
 
 def submit_field_parameters(version: JobTemplateVersion) -> set[str]:
     """Names of the version's parameters that set a submit field of the same name."""
-    from .submission import FIELDS  # submission imports this module
 
     return {p["name"] for p in version.parameters if p["name"] in FIELDS}
 
@@ -262,7 +250,6 @@ def apply_template(version: JobTemplateVersion, parameters: dict | None = None,
                    fields: dict | None = None) -> dict:
     """The submission ``version`` makes with these parameter values and explicit ``fields`` (the module's
     docstring gives the rule). ValidationError keyed ``parameters.<name>`` for an unknown or wrong parameter."""
-    from .submission import FIELDS  # submission imports this module
 
     given = dict(parameters or {})
     declared = {p["name"]: p for p in version.parameters}

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -29,8 +30,7 @@ from tenants.models import Project, Quota, Tenant
 from tenants.quotas import effective_quotas, quota_gpus
 
 from . import lifecycle
-from .job_templates import usable_version
-from .models import Job, JobGroup, JobStatus, TaskType, Topology, WorkloadKind, label_of
+from .models import Job, JobGroup, JobStatus, JobTemplateVersion, TaskType, Topology, WorkloadKind, label_of
 from .tasks import request_scheduling_pass
 
 #: The most tasks one array may have and the most replicas one service may ask for.
@@ -354,6 +354,15 @@ def _workload(data: dict, errors: dict, clean: dict) -> None:
         if data.get("array_parallelism") not in (None, ""):
             clean["array_parallelism"] = whole_number(errors, data, "array_parallelism", 1, MAX_ARRAY_TASKS,
                                                       _label("array_parallelism"))
+
+
+def usable_version(user, number: int, tenant_id: int | None) -> JobTemplateVersion | None:
+    """Template version ``number`` (its id) when the submitter's tenant may use it: a platform template's or
+    one of the tenant's own; None otherwise (reported like one that does not exist)."""
+    scope = Q(template__tenant__isnull=True)
+    if tenant_id is not None:
+        scope |= Q(template__tenant_id=tenant_id)
+    return JobTemplateVersion.objects.filter(scope, pk=number).select_related("template").first()
 
 
 def _template_version(user, data: dict, errors: dict, clean: dict):

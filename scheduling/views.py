@@ -14,7 +14,7 @@ from fleet.models import Cluster
 from fleet.queries import capacity_summary
 from tenants import access
 
-from . import job_actions, queries
+from . import cloning, job_actions, job_templates, queries
 from .executors import read_job_log
 from .executors.logs import DEFAULT_TAIL
 from .filtersets import JobFilterSet
@@ -88,7 +88,6 @@ def job_detail(request, pk):
 def job_submit(request):
     """The submit form. ``?template=<version id>`` starts from a template version (its defaults prefill the
     form, its parameters show, the job records the version); ``?clone=<job id>`` prefills a job's request."""
-    from . import cloning, job_templates  # this view alone uses them
 
     posted = request.method == "POST"
     reference = request.POST.get("use_template") if posted else request.GET.get("template")

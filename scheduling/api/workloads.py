@@ -8,6 +8,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gpuportal.api import text_field, whole_number_field
+
 from .. import workloads
 from ..models import JobGroup
 from ..submission import FIELDS, MAX_REPLICAS
@@ -60,11 +62,12 @@ class ArraySerializer(serializers.Serializer):
 
 
 class ScaleSerializer(serializers.Serializer):
-    replicas = serializers.IntegerField(min_value=1, max_value=MAX_REPLICAS)
+    replicas = whole_number_field(1, MAX_REPLICAS, help_text="Replicas wanted (within the tenant's quota).")
 
 
 class RolloutSerializer(serializers.Serializer):
-    image = serializers.CharField(max_length=FIELDS["image"].max_length)
+    image = text_field(FIELDS["image"].max_length, label=FIELDS["image"].label,
+                       help_text="The new image; replicas of the new revision replace the old ones one by one.")
 
 
 def _common(group: JobGroup) -> dict:

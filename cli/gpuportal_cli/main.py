@@ -29,7 +29,9 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
                         help=_("the portal's address, e.g. https://gpus.example.org (default: GPUPORTAL_URL, "
                                "then the saved login)"))
     parent.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT if defaults else unset,
-                        help=_("seconds to wait for the portal (default %(default)s)"))
+                        # the number itself: on the commands the default is SUPPRESS, which has no value to show
+                        help=_("seconds to wait for the portal (default %(seconds)s)").replace(
+                            "%(seconds)s", str(DEFAULT_TIMEOUT)))
     return parent
 
 

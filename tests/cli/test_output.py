@@ -1,8 +1,11 @@
 """The client's pure helpers: following a log from tail windows, error bodies as lines, tables, sizes."""
 
+import argparse
+
 from gpuportal_cli import explain, render
 from gpuportal_cli.api import error_lines
 from gpuportal_cli.commands import new_lines
+from gpuportal_cli.main import build_parser
 
 
 def test_following_a_log_prints_each_line_once():
@@ -48,3 +51,13 @@ def test_chinese_columns_line_up_in_a_terminal():
     # "编号" takes four terminal columns, like "12  " below it: the second column starts at the same place
     assert render.width(first[:first.index("名称")]) == render.width(second[:second.index("训练")]) == 6
     assert third == "3     eval"
+
+
+def test_every_command_prints_its_help():
+    """``--help`` of every command answers (the shared options' help once broke it for all of them)."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert len(commands) >= 15
+    for name, command in commands.items():
+        text = command.format_help()
+        assert name in text and "--timeout" in text

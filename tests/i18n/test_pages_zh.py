@@ -19,8 +19,10 @@ import re
 import zoneinfo
 from datetime import UTC, date, datetime, timedelta
 from html.parser import HTMLParser
+from importlib import import_module
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -39,7 +41,7 @@ from metering.rollup import rollup
 from scheduling import lifecycle, submission
 from scheduling.executors.kubernetes.diagnosis import PodState, diagnose
 from scheduling.job_actions import set_hold
-from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus, TaskType, WaitReason
+from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus, JobTemplate, TaskType, WaitReason
 from tenants.models import Project, Tenant
 from tests.conftest import job_payload
 from tests.factories import PASSWORD, build_world, make_task_type
@@ -117,6 +119,14 @@ NOT_PAGES = {
     "accounts:language": "POST only (the header's language choice)", "directory:group-remove": "POST only",
     "directory:oidc-sign-in": "a redirect to the OpenID Connect provider",
     "directory:oidc-callback": "the OpenID Connect provider's redirect back",
+    "scheduling:notebook-open": "the notebook server's own pages, passed through",
+    "scheduling:notebook-open-root": "the notebook server's own pages, passed through",
+    "scheduling:notebook-auth": "an ingress's access check: an empty answer",
+    "scheduling:service-endpoint": "the service's own answers, passed through",
+    "scheduling:service-endpoint-root": "the service's own answers, passed through",
+    "scheduling:service-auth": "an ingress's access check: an empty answer",
+    "scheduling:service-action": "POST only", "scheduling:array-cancel": "POST only",
+    "scheduling:template-archive": "POST only",
 }
 #: Prefixes of the URLconfs that are not the portal's pages: the API, the admin site (Django's catalogue),
 #: the metrics endpoint, the API schema and its viewer.
@@ -224,7 +234,16 @@ def _build(users, on_commit) -> dict:
     reports.freeze(month)
     for user in users.values():
         tokens.issue(user, "笔记本电脑")
-    return {"jobs": jobs, "requests": requests, "month": month}
+    service = job_payload(kind="service", task_type="inference", gpu_model="L40S", gpus_per_node=1, replicas=2,
+                          name="chat-assistant")
+    del service["max_runtime_minutes"]
+    groups = {"service": submission.submit_job(alice, service).group,
+              "array": submission.submit_job(alice, job_payload(kind="array", task_type="test", gpu_model="L40S",
+                                                                gpus_per_node=1, array="0-9", name="sweep")).group}
+    if not JobTemplate.objects.exists():  # a transactional test before this one emptied the tables
+        import_module("scheduling.migrations.0010_builtin_templates").install(django_apps)
+    return {"jobs": jobs, "requests": requests, "month": month, "groups": groups,
+            "template": JobTemplate.objects.order_by("pk").first()}
 
 
 def _pages(world: dict) -> dict[str, list[str]]:
@@ -244,6 +263,14 @@ def _pages(world: dict) -> dict[str, list[str]]:
         "audit:log": ["/audit/"], "accounts:tokens": ["/account/tokens/"],
         "accounts:preferences": ["/account/preferences/"], "login": ["/accounts/login/"],
         "directory:groups": ["/directory/groups/"],
+        "scheduling:service-detail": [f"/services/{g.pk}/" for g in world.get("groups", {}).values()
+                                      if g.kind == "service"],
+        "scheduling:array-detail": [f"/arrays/{g.pk}/" for g in world.get("groups", {}).values()
+                                    if g.kind == "array"],
+        "scheduling:template-list": ["/templates/"], "scheduling:template-new": ["/templates/new/"],
+        "scheduling:template-detail": [f"/templates/{world['template'].pk}/"] if world.get("template") else [],
+        "scheduling:template-version-new": [f"/templates/{world['template'].pk}/versions/new/"]
+        if world.get("template") else [],
     }
 
 

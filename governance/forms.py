@@ -16,7 +16,7 @@ from .models import NotificationKind, RequestKind
 KIND_CHOICES = [(k.value, k.label) for k in RequestKind if k != RequestKind.ADMISSION]
 
 #: The fields each kind of request uses (``services.validate_request`` reads exactly these); the page shows
-#: only the chosen kind's (``static/js/request_form.js``; without scripts every field shows).
+#: only the chosen kind's (``static/js/fields_by_kind.js``; without scripts every field shows).
 FIELDS_BY_KIND = {
     RequestKind.PRIORITY: ("job", "task_type"),
     RequestKind.RUNTIME_EXTENSION: ("job", "max_runtime_minutes"),

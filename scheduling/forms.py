@@ -18,7 +18,7 @@ from .models import TaskType, Topology, WorkloadKind
 #: Fields the page does not show: the project names its tenant; preempted jobs requeue.
 NOT_ON_PAGE = ("tenant", "requeue_on_preemption")
 CHOICE_FIELDS = ("project", "task_type", "gpu_model", "topology", "kind")
-#: The kinds that use a field (static/js/submit_form.js shows only those of the chosen kind); others: every kind.
+#: The kinds that use a field (static/js/fields_by_kind.js shows only those of the chosen kind); others: every kind.
 FIELDS_BY_KIND = {"replicas": (WorkloadKind.SERVICE,), "port": (WorkloadKind.SERVICE,),
                   "array": (WorkloadKind.ARRAY,), "array_parallelism": (WorkloadKind.ARRAY,),
                   "nodes": (WorkloadKind.BATCH, WorkloadKind.ARRAY),

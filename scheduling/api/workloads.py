@@ -97,6 +97,14 @@ def _group(request, pk, kind) -> JobGroup:
                              pk=pk, kind=kind)
 
 
+def _operate(request, pk, body_class, operation) -> Response:
+    """Check the body, apply ``operation`` (a ``workloads`` service) to the service, answer its new state."""
+    group = _group(request, pk, JobGroup.Kind.SERVICE)
+    body = body_class(data=request.data)
+    body.is_valid(raise_exception=True)
+    return Response(service_data(request, operation(request.user, group, body.validated_data)))
+
+
 class ServiceView(APIView):
     """An inference service of the caller's tenants: replicas wanted and ready, revision, endpoint."""
 
@@ -110,10 +118,7 @@ class ServiceScaleView(APIView):
 
     @extend_schema(request=ScaleSerializer, responses={200: ServiceSerializer})
     def post(self, request, pk):
-        group = _group(request, pk, JobGroup.Kind.SERVICE)
-        body = ScaleSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        return Response(service_data(request, workloads.scale_service(request.user, group, body.validated_data)))
+        return _operate(request, pk, ScaleSerializer, workloads.scale_service)
 
 
 class ServiceRolloutView(APIView):
@@ -121,10 +126,7 @@ class ServiceRolloutView(APIView):
 
     @extend_schema(request=RolloutSerializer, responses={200: ServiceSerializer})
     def post(self, request, pk):
-        group = _group(request, pk, JobGroup.Kind.SERVICE)
-        body = RolloutSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        return Response(service_data(request, workloads.rollout_service(request.user, group, body.validated_data)))
+        return _operate(request, pk, RolloutSerializer, workloads.rollout_service)
 
 
 class ServiceStopView(APIView):

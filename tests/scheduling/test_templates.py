@@ -200,7 +200,7 @@ def test_submit_page_starts_from_a_template_and_submits_it(builtins, users):
     assert 'value="8000"' in _field(html, "port") and 'data-kinds="service"' in _field(html, "port")
     assert 'value="meta-llama/Llama-3.1-8B-Instruct"' in _field(html, "param_model")
     assert 'value="1"' in _field(html, "replicas")  # a parameter named like a submit field prefills it
-    assert "js/submit_form.js" in html
+    assert "js/fields_by_kind.js" in html
 
     form = {"use_template": version.pk, "template_version": version.pk, "kind": "service",
             "project": "nlp/chat-eval", "task_type": "inference", "gpu_model": "A100", "gpus_per_node": "1",

@@ -252,11 +252,9 @@ class KubernetesExecutor(Executor):
             group = job.group
             upstream = manifests.cluster_url(state.get("service") or manifests.group_service_name(job.group_id),
                                              namespace, group.port if group else 0)
-        attempt = int(state.get("attempt", job.retry_count))
-        selector = f"{manifests.JOB_LABEL}={job.pk},{manifests.ATTEMPT_LABEL}={attempt}"
+        attempt, selector = self._attempt_selector(job, state)
         try:
-            pods = self.raw(self.core.list_namespaced_pod, namespace, label_selector=selector,
-                            retries=READ_RETRIES).get("items", [])
+            pods = self._attempt_pods(namespace, selector)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             return LiveState(upstream=upstream, problem=_("The cluster did not answer: %(e)s") % {
                 "e": message_of(exc)}, evidence={"error": message_of(exc)})
@@ -282,6 +280,17 @@ class KubernetesExecutor(Executor):
         return None  # Kubernetes jobs are followed by scheduling.executors.kubernetes.sync
 
     # --- reading ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _attempt_selector(job, state: dict) -> tuple[int, str]:
+        """The current attempt's number and the label selector of its pods."""
+        attempt = int(state.get("attempt", job.retry_count))
+        return attempt, f"{manifests.JOB_LABEL}={job.pk},{manifests.ATTEMPT_LABEL}={attempt}"
+
+    def _attempt_pods(self, namespace: str, selector: str) -> list[dict]:
+        """The pods of an attempt, as plain dicts (a read a person waits for: one retry)."""
+        return self.raw(self.core.list_namespaced_pod, namespace, label_selector=selector,
+                        retries=READ_RETRIES).get("items", [])
 
     def raw(self, fn, *args, **kwargs) -> dict:
         response = call(fn, *args, _preload_content=False, **kwargs)
@@ -311,11 +320,9 @@ class KubernetesExecutor(Executor):
         namespace = state.get("namespace")
         if not namespace or job.status in NOT_STARTED:
             return stored_tail(job, tail)
-        attempt = int(state.get("attempt", job.retry_count))
-        selector = f"{manifests.JOB_LABEL}={job.pk},{manifests.ATTEMPT_LABEL}={attempt}"
+        attempt, selector = self._attempt_selector(job, state)
         try:
-            pods = self.raw(self.core.list_namespaced_pod, namespace, label_selector=selector,
-                            retries=READ_RETRIES).get("items", [])
+            pods = self._attempt_pods(namespace, selector)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             if not isinstance(exc, ApiException) or exc.status != 404:
                 return LogTail(attempt + 1, error=message_of(exc))

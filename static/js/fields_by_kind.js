@@ -1,7 +1,7 @@
-// The submit form shows only the fields of the chosen kind: each field's input names the kinds that use it
-// (data-kinds, from scheduling.forms.FIELDS_BY_KIND); fields without data-kinds serve every kind. Hidden fields
-// are disabled, so they are left out of the submission. A static file, as the Content-Security-Policy allows
-// no inline script; without scripts every field shows.
+// A form with a "kind" choice (the submit form, the request form) shows only the fields of the chosen kind: each
+// field's input names the kinds that use it (data-kinds, from the form's FIELDS_BY_KIND); fields without
+// data-kinds serve every kind. Hidden fields are disabled, so they are left out of what is sent. A static file,
+// as the Content-Security-Policy allows no inline script; without scripts every field shows.
 (function () {
   var kind = document.getElementById("id_kind");
   if (!kind) { return; }

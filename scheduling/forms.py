@@ -108,7 +108,7 @@ class JobSubmitForm(forms.Form):
         their own; ``use_template`` carries the version through the POST."""
         self.fields["use_template"] = forms.CharField(widget=forms.HiddenInput(), required=False,
                                                       initial=version.pk)
-        for parameter in version.parameters:
+        for parameter in version.shown_parameters():
             name = parameter["name"]
             if name in self.fields and name not in NOT_ON_PAGE:
                 if parameter.get("default") is not None and not self.is_bound:
@@ -150,9 +150,9 @@ class JobSubmitForm(forms.Form):
 # --- templates -----------------------------------------------------------------------------------------------
 
 PARAMETERS_HELP = _('A JSON list, e.g. [{"name": "epochs", "type": "int", "default": 10, "label": "Epochs", '
-                    '"help": "Passed as --epochs"}]. Types: int, float, text, choice (with "choices": [...]), bool. '
-                    'A parameter named like a submit field (gpus_per_node, image, replicas...) sets it; the others '
-                    'replace {name} in the command.')
+                    '"help": "Passed as --epochs"}]. Types: "int", "float", "text", "choice" (with "choices": [...]), '
+                    '"bool". A parameter named like a submit field ("gpus_per_node", "image", "replicas"...) sets it; '
+                    'the others replace {name} in the command.')
 DEFAULTS_HELP = _('A JSON object of submit fields, e.g. {"task_type": "research", "gpu_model": "A100", '
                   '"image": "registry.local/pytorch:2.4-cuda12", "command": "python train.py --epochs {epochs}"}.')
 

@@ -208,6 +208,16 @@ class JobTemplate(TimeStampedModel):
     def __str__(self):
         return self.name
 
+    # A built-in template's texts are the platform's words, marked for translation where they are declared
+    # (migration 0010): shown in the reader's language. A tenant's template shows as its admins wrote it.
+    @property
+    def title(self) -> str:
+        return gettext(self.name) if self.builtin and self.name else self.name
+
+    @property
+    def summary(self) -> str:
+        return gettext(self.description) if self.builtin and self.description else self.description
+
 
 class JobTemplateVersion(models.Model):
     """One immutable version of a template: its typed parameters (``[{name, type, default, label, help}]``)
@@ -230,6 +240,16 @@ class JobTemplateVersion(models.Model):
 
     def __str__(self):
         return f"{self.template.name} v{self.version}"
+
+    def shown_parameters(self) -> list[dict]:
+        """The parameters with their labels and help in the reader's language (built-in templates)."""
+        if not self.template.builtin:
+            return self.parameters
+        return [{**p, **{key: gettext(p[key]) for key in ("label", "help") if p.get(key)}} for p in self.parameters]
+
+    @property
+    def shown_note(self) -> str:
+        return gettext(self.note) if self.template.builtin and self.note else self.note
 
 
 class Topology(models.TextChoices):

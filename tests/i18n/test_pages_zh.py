@@ -57,7 +57,8 @@ LATIN_WORDS = {
     "gpu", "cpu", "mib", "gib", "gb", "mb", "api", "csv", "json", "iso", "utc", "pdf", "url", "uri", "cuda",
     "nccl", "ecc", "xid", "uuid", "sha", "http", "https", "bearer", "kubernetes", "kubeconfig", "infiniband",
     "pod", "iana", "ascii", "nul", "hami", "oomkilled", "yyyy", "english", "readme", "cookie", "webhook", "post",
-    "usd", "eur", "cny", "ldap", "tls", "oidc", "pkce",
+    "usd", "eur", "cny", "ldap", "tls", "oidc", "pkce", "jupyter", "pytorch", "deepspeed", "vllm", "torchrun",
+    "ddp", "zero", "python", "openai",
 }
 
 #: The last lines of the failed job's log (program output, shown as evidence).
@@ -277,7 +278,8 @@ def _pages(world: dict) -> dict[str, list[str]]:
 # --- reading a page -------------------------------------------------------------------------------------------
 
 CHECKED_ATTRIBUTES = {"title", "placeholder", "aria-label", "alt", "data-confirm"}
-UNREAD_ELEMENTS = {"script", "style", "code", "pre", "kbd", "samp"}
+#: (a textarea holds what a person edits, such as a template version's JSON, not the portal's words)
+UNREAD_ELEMENTS = {"script", "style", "code", "pre", "kbd", "samp", "textarea"}
 
 
 class VisibleText(HTMLParser):
@@ -334,7 +336,11 @@ WORD = re.compile(r"[A-Za-z]{3,}")
 CODE = re.compile(r"[a-z][a-z0-9_]*")
 #: A path of the portal or its API (/api/jobs/{id}/report/), an LDAP DN (cn=…,ou=…) or a product's name of two
 #: words, which the reader reads as they are.
-LITERAL = re.compile(r"(?<![\w.])/[\w{}\-./]*|(?:\b(?:cn|ou|dc|uid|o)=[\w.-]+,?)+|\bOpenID Connect\b")
+LITERAL = re.compile(r"(?<![\w.])/[\w{}\-./]*|(?:\b(?:cn|ou|dc|uid|o)=[\w.-]+,?)+|\bOpenID Connect\b"
+                     # and what a reader types or a program reads, as the help shows it: JSON examples, quoted
+                     # names, {placeholders}, environment variables and field names
+                     r"|\[\{[^\]]*\]|\[\.\.\.\]|\{\w+\}|\{\"(?:[^{}]|\{\w+\})*\}|\"[\w.:/-]*\""
+                     r"|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\b[A-Z]{5,}\b|\b[a-z]+(?:_[a-z0-9]+)+\b")
 
 
 def _world_words() -> set[str]:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 import time
+from importlib import import_module
 
 import pytest
+from django.apps import apps as django_apps
 from django.test import Client
 
 from scheduling import engine, submission
 from scheduling.executors import simulated_serving
-from scheduling.models import Job, JobAllocation, JobStatus
+from scheduling.models import Job, JobAllocation, JobStatus, JobTemplate
 from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload
 from tests.factories import PASSWORD
@@ -254,3 +256,30 @@ def test_browser_scales_a_service_and_cancels_an_array(page, live_server, users,
     page.click("#array-summary button")
     assert "Cancelled 20 tasks." in page.content()
     assert array.members.exclude(status=JobStatus.CANCELLED).count() == 0
+
+
+def test_browser_submits_from_a_template_and_clones_the_job(page, live_server, users, serving):
+    if not JobTemplate.objects.filter(builtin=True).exists():  # a transactional test emptied the tables
+        import_module("scheduling.migrations.0010_builtin_templates").install(django_apps)
+    _sign_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/jobs/new/")
+    page.select_option("#id_template", label="PyTorch, one GPU (v1)")
+    page.click(".start-from-template input[type=submit]")
+    assert "Started from template" in page.locator(".template-origin").inner_text()
+    assert page.is_hidden("#id_replicas") and page.is_hidden("#id_array")  # a batch job's fields only
+    page.select_option("#id_project", "vision/detection")
+    page.fill("#id_param_epochs", "3")
+    page.click("main button[type=submit]")
+    page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
+    job = Job.objects.latest("pk")
+    assert job.template_version.template.name == "PyTorch, one GPU" and "--epochs 3" in job.command
+
+    page.click("p.clone a")
+    assert f"A copy of job #{job.pk}" in page.content()
+    page.select_option("#id_kind", "array")
+    assert page.is_visible("#id_array")  # the array's fields show once the kind asks for them
+    page.fill("#id_array", "0-3")
+    page.click("main button[type=submit]")
+    page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
+    clone = Job.objects.latest("pk")
+    assert clone.kind == "array" and clone.group.size == 4 and clone.command == job.command

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count
 
-from .models import Node
+from .models import AcceleratorModel, Node, Vendor
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class GpuModelCapacity:
     node_sizes: tuple[int, ...] = ()
     max_cpu_milli: int = 0
     max_memory_mib: int = 0
+    vendor: str = ""
+    memory_gb: int = 0
+    interconnect: str = ""
 
     def nodes_with_at_least(self, gpus: int) -> int:
         return sum(1 for size in self.node_sizes if size >= gpus)
@@ -36,9 +39,34 @@ def gpu_model_catalogue() -> dict[str, GpuModelCapacity]:
     for model, gpus, cpu, mem in Node.objects.annotate(n=Count("gpus")).values_list(
             "gpu_model", "n", "cpu_milli", "memory_mib").order_by("gpu_model"):
         per_model.setdefault(model, []).append((gpus, cpu, mem))
+    known = accelerator_models()
     return {m: GpuModelCapacity(m, len(rows), max(r[0] for r in rows), sum(r[0] for r in rows),
-                                tuple(r[0] for r in rows), max(r[1] for r in rows), max(r[2] for r in rows))
+                                tuple(r[0] for r in rows), max(r[1] for r in rows), max(r[2] for r in rows),
+                                *_facts(known.get(m)))
             for m, rows in per_model.items()}
+
+
+def _facts(model: AcceleratorModel | None) -> tuple[str, int, str]:
+    return (model.vendor, model.memory_gb, model.interconnect) if model else ("", 0, "")
+
+
+def accelerator_models() -> dict[str, AcceleratorModel]:
+    """The catalogue's models (vendor, memory, interconnect) by name."""
+    return {m.name: m for m in AcceleratorModel.objects.all()}
+
+
+def vendor_of(model: str) -> str:
+    """The vendor of a model ("nvidia" for a model the catalogue does not know: the portal's first vendor)."""
+    found = AcceleratorModel.objects.filter(name=model).values_list("vendor", flat=True).first()
+    return found or Vendor.NVIDIA
+
+
+def note_model(name: str, vendor: str, memory_mb: int = 0) -> None:
+    """Add a model a node agent reports that the catalogue does not have yet (its vendor and memory as the
+    agent read them); a known model is left as the platform describes it."""
+    if name and vendor in Vendor.values:
+        AcceleratorModel.objects.get_or_create(name=name, defaults={
+            "vendor": vendor, "memory_gb": round(memory_mb / 1024) if memory_mb else 0})
 
 
 def gpu_models() -> list[str]:

@@ -16,6 +16,37 @@ class ExecutorKind(models.TextChoices):
     KUBERNETES = "kubernetes", _("Kubernetes")
 
 
+class Vendor(models.TextChoices):
+    """Who makes an accelerator; the node agent reports it per device (``--backend`` picks how it reads them)."""
+
+    NVIDIA = "nvidia", _("NVIDIA")
+    AMD = "amd", _("AMD")
+    HUAWEI = "huawei", _("Huawei Ascend")
+    CAMBRICON = "cambricon", _("Cambricon")
+    HYGON = "hygon", _("Hygon")
+
+
+class AcceleratorModel(TimeStampedModel):
+    """One accelerator model of the catalogue, whatever its vendor: quotas, prices, reservations, reports and
+    "what can I run" name models; the vendor decides how a job asks the cluster for it (the extended resource,
+    the visibility variables) and how its failures read. Rows come with the platform for the models we know and
+    from the first node agent that reports a new one."""
+
+    name = models.CharField(_("name"), max_length=64, unique=True)
+    vendor = models.CharField(_("vendor"), max_length=16, choices=Vendor.choices, default=Vendor.NVIDIA)
+    memory_gb = models.PositiveIntegerField(_("memory per device (GB)"), default=0)
+    interconnect = models.CharField(_("interconnect"), max_length=64, blank=True,
+                                    help_text=_("Between devices of a node, e.g. NVLink, Infinity Fabric (XGMI), HCCS."))
+
+    class Meta:
+        ordering = ["vendor", "name"]
+        verbose_name = _("accelerator model")
+        verbose_name_plural = _("accelerator models")
+
+    def __str__(self):
+        return self.name
+
+
 class Cluster(TimeStampedModel):
     """A set of nodes driven by one executor (a simulated cluster, or one Kubernetes cluster)."""
 
@@ -44,6 +75,10 @@ class Cluster(TimeStampedModel):
         _("GPU share resources"), default=dict, blank=True,
         help_text=_('Extended resources for a share of a GPU, e.g. {"nvidia.com/gpu": 1, '
                     '"nvidia.com/gpumem-percentage": "{percent}", "nvidia.com/gpucores": "{percent}"} (HAMi).'))
+    accelerator_resources = models.JSONField(
+        _("accelerator resources"), default=dict, blank=True,
+        help_text=_('The extended resource per vendor where this cluster\'s device plugins name it otherwise, e.g. '
+                    '{"huawei": "huawei.com/Ascend910B"}; empty: each vendor\'s usual name.'))
     tenant_storage_gib = models.PositiveIntegerField(_("storage claim per tenant (GiB)"), default=0,
                                                      help_text=_("0: no per-tenant data claim."))
     storage_class = models.CharField(_("storage class"), max_length=100, blank=True)

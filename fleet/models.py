@@ -36,7 +36,7 @@ class AcceleratorModel(TimeStampedModel):
     vendor = models.CharField(_("vendor"), max_length=16, choices=Vendor.choices, default=Vendor.NVIDIA)
     memory_gb = models.PositiveIntegerField(_("memory per device (GB)"), default=0)
     interconnect = models.CharField(_("interconnect"), max_length=64, blank=True,
-                                    help_text=_("Between devices of a node, e.g. NVLink, Infinity Fabric (XGMI), HCCS."))
+                                    help_text=_("Between devices of a node: NVLink, Infinity Fabric (XGMI), HCCS…"))
 
     class Meta:
         ordering = ["vendor", "name"]

@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=64, unique=True, verbose_name='name')),
                 ('vendor', models.CharField(choices=[('nvidia', 'NVIDIA'), ('amd', 'AMD'), ('huawei', 'Huawei Ascend'), ('cambricon', 'Cambricon'), ('hygon', 'Hygon')], default='nvidia', max_length=16, verbose_name='vendor')),
                 ('memory_gb', models.PositiveIntegerField(default=0, verbose_name='memory per device (GB)')),
-                ('interconnect', models.CharField(blank=True, help_text='Between devices of a node, e.g. NVLink, Infinity Fabric (XGMI), HCCS.', max_length=64, verbose_name='interconnect')),
+                ('interconnect', models.CharField(blank=True, help_text='Between devices of a node: NVLink, Infinity Fabric (XGMI), HCCS…', max_length=64, verbose_name='interconnect')),
             ],
             options={
                 'verbose_name': 'accelerator model',

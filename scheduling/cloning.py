@@ -54,6 +54,9 @@ def request_of(job: Job) -> dict:
         request["max_runtime_minutes"] = job.max_runtime_minutes
     if job.template_version_id is not None:
         request["template_version"] = job.template_version_id
+    if job.accept_models:  # the models it accepted, the one it first named leading
+        request["gpu_model"] = job.accept_models[0]
+        request["accept_models"] = ",".join(job.accept_models)
     return request
 
 

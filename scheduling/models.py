@@ -271,7 +271,10 @@ class Job(TimeStampedModel):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
     name = models.CharField(_("name"), max_length=200)
     task_type = models.ForeignKey(TaskType, on_delete=models.PROTECT, related_name="jobs")
-    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    gpu_model = models.CharField(_("GPU model"), max_length=64,
+                                 help_text=_("The model it runs on (while it waits: the first it accepts)."))
+    accept_models = models.JSONField(_("acceptable models"), default=list, blank=True,
+                                     help_text=_("Empty: only its GPU model. Otherwise every model it may land on."))
     gpus_per_node = models.PositiveSmallIntegerField(_("GPUs per node"))
     node_count = models.PositiveSmallIntegerField(_("nodes"), default=1)
     image = models.CharField(_("image"), max_length=500)

@@ -155,6 +155,7 @@ def _admit(admissions, jobs: dict, node_by_id, gpu_by_key, now, report: PassRepo
         job = jobs[admission.job_id]
         if job.status != JobStatus.QUEUED:
             continue  # cancelled since the snapshot
+        job.gpu_model = node_by_id[admission.placements[0].node_id].gpu_model  # a job of several models: landed
         where = []
         for placement in admission.placements:
             node = node_by_id[placement.node_id]
@@ -175,6 +176,9 @@ def _admit(admissions, jobs: dict, node_by_id, gpu_by_key, now, report: PassRepo
         admitted_ids |= {event.job_id for event in events}
         report.admitted += [(job.pk, where) for job, where in admitted if job.pk in admitted_ids]
     JobAllocation.objects.bulk_create([a for job_id in admitted_ids for a in allocations[job_id]], batch_size=5000)
+    landed = [job for admitted in by_cluster.values() for job, _where in admitted
+              if job.pk in admitted_ids and job.accept_models]
+    Job.objects.bulk_update(landed, ["gpu_model"])  # metering, quotas and reports count the model it runs on
 
 
 def _store_waits(waiting, now, report: PassReport) -> None:

@@ -122,7 +122,7 @@ def _waiting_by_cluster(clusters, nodes, estimates) -> dict[str, list[engine.Wai
             "id", "tenant__name", "gpu_model", "gpus_per_node", "node_count", "priority", "task_type__code",
             "task_type__preemptible", "submitted_at", "gpu_milli", "cpu_milli", "memory_mib", "topology",
             "max_runtime_minutes", "held_by", "status", "cluster__name", "executor_state", "kind", "group_id",
-            "group__name", "group__parallelism"):
+            "group__name", "group__parallelism", "accept_models"):
         home = j["cluster__name"] or max(
             (c.name for c in clusters), key=lambda name: (healthy_gpus.get((name, j["gpu_model"]), 0), name),
             default="")
@@ -133,6 +133,7 @@ def _waiting_by_cluster(clusters, nodes, estimates) -> dict[str, list[engine.Wai
             memory_mib=j["memory_mib"], topology=j["topology"], max_runtime=_max_runtime(j),
             expected_runtime=_expected_runtime(j, estimates), preemptible=_preemptible(j), held=j["held_by"],
             group=_array_of(j), group_limit=(j["group__parallelism"] or 0) if _array_of(j) else 0,
+            accept_models=tuple(j["accept_models"] or ()),
             awaiting_approval=j["status"] == JobStatus.PENDING,
             avoid_nodes=tuple((j["executor_state"] or {}).get("avoid_nodes", ()))))
     return by_cluster

@@ -75,6 +75,9 @@ SUBMIT_FIELDS: tuple[SubmitField, ...] = (
                 required=True, max_length=32),
     SubmitField("gpu_model", "text", gettext_lazy("GPU model"), gettext_lazy("A GPU model the cluster has."),
                 required=True, max_length=64),
+    SubmitField("accept_models", "text", gettext_lazy("Acceptable models"), gettext_lazy(
+        "Optional: other models it may run on, e.g. A100,H100, vendor:amd or memory>=80 (GB); each is held to "
+        "its own quota and the job lands only on one of them."), max_length=500),
     SubmitField("gpus_per_node", "int", gettext_lazy("GPUs per node"), required=True, min_value=1, default=1),
     SubmitField("nodes", "int", gettext_lazy("Nodes"), min_value=1, default=1),
     SubmitField("topology", "choice", gettext_lazy("Topology"), gettext_lazy("Where the nodes of a multi-node job "
@@ -185,6 +188,53 @@ def _task_type(data: dict, errors: dict) -> TaskType | None:
         errors["task_type"] = (_("Unknown task type %(code)r; choose one of: %(choices)s.") % {
             "code": code, "choices": choices}) if code else _("Task type is required.")
     return task_type
+
+
+_MEMORY_AT_LEAST = re.compile(r"^memory>=(\d{1,4})$")
+
+
+def resolve_models(spec: str, catalogue: dict[str, GpuModelCapacity]) -> list[str]:
+    """The models an ``accept_models`` spec names, in the order given: model names, ``vendor:<vendor>`` (every
+    model of that vendor) and ``memory>=<GB>``; ValueError naming the first part that matches nothing."""
+    found: list[str] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        memory = _MEMORY_AT_LEAST.match(part.replace(" ", ""))
+        if part.startswith("vendor:"):
+            matches = sorted(m for m, c in catalogue.items() if c.vendor == part.removeprefix("vendor:").strip())
+        elif memory:
+            matches = sorted(m for m, c in catalogue.items() if c.memory_gb >= int(memory[1]))
+        else:
+            matches = [part] if part in catalogue else []
+        if not matches:
+            raise ValueError(part)
+        found += [m for m in matches if m not in found]
+    return found
+
+
+def _accept_models(data: dict, errors: dict) -> list[str]:
+    """Resolve ``accept_models``; the first becomes the GPU model when none is named, and a named GPU model
+    leads the list."""
+    spec = _text(data, "accept_models")
+    if not spec:
+        return []
+    if not settings.SCHEDULER.get("ALLOW_MODEL_SETS", True):
+        errors["accept_models"] = _("This site runs each job on the one GPU model it names.")
+        return []
+    catalogue = gpu_model_catalogue()
+    try:
+        models = resolve_models(spec, catalogue)
+    except ValueError as bad:
+        errors["accept_models"] = _("%(part)r names no GPU model of the cluster; it has: %(known)s.") % {
+            "part": str(bad), "known": ", ".join(catalogue) or _("none yet")}
+        return []
+    primary = _text(data, "gpu_model")
+    if not primary:
+        data["gpu_model"] = models[0] if models else ""
+    elif primary not in models:
+        models.insert(0, primary)
+    return models if len(models) > 1 else []
 
 
 def _gpu_model(data: dict, errors: dict) -> tuple[str, GpuModelCapacity | None]:
@@ -393,20 +443,28 @@ def _within_quota(errors: dict, clean: dict) -> None:
     project, model = clean["project"], clean["gpu_model"]
     if project is None or not model or {"gpu_model", "gpus_per_node", "nodes"} & errors.keys():
         return
-    tenant = project.tenant
+    needed = quota_gpus(clean["gpus_per_node"], clean["node_count"]) * (clean.get("replicas") or 1)
+    problems = [_quota_problem(project.tenant, candidate, needed, clean["node_count"])
+                for candidate in (clean.get("accept_models") or [model])]
+    if all(problems):  # one acceptable model the tenant may use is enough: the job lands only there
+        field, message = problems[0]
+        errors[field] = message
+
+
+def _quota_problem(tenant: Tenant, model: str, needed: int, nodes: int) -> tuple[str, str] | None:
+    """Why ``needed`` GPUs of ``model`` can never run for ``tenant`` (the field to blame, the sentence), or None."""
     quota = next(iter(effective_quotas(Quota.objects.filter(tenant=tenant, gpu_model=model))), None)
     if quota is None or quota.effective_limit == 0:
-        errors["gpu_model"] = _("Tenant %(tenant)s has no quota for %(model)s GPUs, so this job could never "
-                                "start. Ask for quota: %(link)s") % {
+        return "gpu_model", _("Tenant %(tenant)s has no quota for %(model)s GPUs, so this job could never "
+                              "start. Ask for quota: %(link)s") % {
             "tenant": tenant.name, "model": model, "link": _ask_for_quota(tenant, model)}
-        return
-    needed = quota_gpus(clean["gpus_per_node"], clean["node_count"]) * (clean.get("replicas") or 1)
     if needed > quota.effective_limit:
-        errors["nodes" if clean["node_count"] > 1 else "gpus_per_node"] = _(
+        return "nodes" if nodes > 1 else "gpus_per_node", _(
             "This job needs %(n)d %(model)s GPUs but tenant %(tenant)s may hold at most %(limit)d, so it could "
             "never start. Ask for more quota: %(link)s") % {
             "n": needed, "model": model, "tenant": tenant.name, "limit": quota.effective_limit,
             "link": _ask_for_quota(tenant, model)}
+    return None
 
 
 def validate_job_request(user, data: dict) -> dict:
@@ -415,8 +473,10 @@ def validate_job_request(user, data: dict) -> dict:
     The same rules serve the form and the API, so both say the same thing about the same input.
     """
     errors: dict[str, str] = {}
+    data = dict(data)  # the accepted models may name the GPU model
     clean: dict = {"project": _resolve_project(user, data, errors)}
     clean["task_type"] = _task_type(data, errors)
+    clean["accept_models"] = _accept_models(data, errors)
     clean["gpu_model"], capacity = _gpu_model(data, errors)
     _size(data, errors, clean, capacity)
     _workload(data, errors, clean)
@@ -493,6 +553,7 @@ def create_member(user, clean: dict, name: str, now, group=None, index: int | No
         cpu_milli=clean["cpus_per_node"] or task_type.cpu_milli_per_gpu * clean["gpus_per_node"],
         memory_mib=clean["memory_gb_per_node"] or task_type.memory_mib_per_gpu * clean["gpus_per_node"],
         requeue_on_preemption=clean["requeue_on_preemption"], kind=clean["kind"], group=group,
+        accept_models=clean["accept_models"],
         group_index=index, revision=(revision or 1) if clean["kind"] == WorkloadKind.SERVICE else None,
         template_version=clean["template_version"],
     )

@@ -77,7 +77,8 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "kind", "url", "replicas", "ready_replicas", "group", "array_index", "template_version",
-            "tenant", "project", "owner", "name", "task_type", "priority", "gpu_model", "gpus_per_node",
+            "tenant", "project", "owner", "name", "task_type", "priority", "gpu_model", "accept_models",
+            "gpus_per_node",
             "nodes", "total_gpus", "gpu_share", "topology", "cpus_per_node", "memory_gb_per_node", "image", "command",
             "max_runtime_minutes", "status", "queue_position", "tenant_queue_position", "wait_reason",
             "estimated_start", "earliest_start", "latest_start", "failure", "exit_code", "placement", "held_by",

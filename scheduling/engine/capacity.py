@@ -112,9 +112,10 @@ class Capacity:
         return (o for count in sorted(c for c in buckets if c >= g) for o in buckets[count]
                 if self._fits_host(self.by_order[o], job))
 
-    def place_gang(self, job: WaitingJob) -> tuple[Placement, ...] | None:
-        """Where ``job`` would go now (without taking it), or None."""
-        models = job.models(self.models)
+    def place_gang(self, job: WaitingJob, models=None) -> tuple[Placement, ...] | None:
+        """Where ``job`` would go now (without taking it), or None; only on ``models`` when given (those of its
+        acceptable models its quota admits)."""
+        models = job.models(self.models) if models is None else models
         if job.fractional:
             return self._place_share(job, models)
         best = None

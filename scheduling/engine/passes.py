@@ -184,13 +184,17 @@ class _Pass:
         total = sum(self._count_nodes("all", m, need) for m in models)
         return {"unavailable": total - healthy}
 
-    def _quota(self, job: WaitingJob, base: dict):
-        if not self.policy.enforce_quotas or job.gpu_model == ANY_MODEL:
+    def _quota(self, job: WaitingJob, base: dict, model: str = ""):
+        """Why the tenant's quota (or its department's cap) of ``model`` (default: the job's) keeps the job
+        waiting, or None."""
+        model = model or job.gpu_model
+        if not self.policy.enforce_quotas or model == ANY_MODEL:
             return None
-        quota = self.quotas.get((job.tenant, job.gpu_model))
+        base = base | {"gpu_model": model}
+        quota = self.quotas.get((job.tenant, model))
         if quota is None or quota.limit <= 0:
             return WaitReason.NO_QUOTA, base
-        used = self.usage[(job.tenant, job.gpu_model)]
+        used = self.usage[(job.tenant, model)]
         if used + job.quota_gpus > quota.limit + EPS:
             numbers = base | {"used": round(used, 3), "limit": quota.limit, "guaranteed": quota.guaranteed,
                               "over": round(used + job.quota_gpus - quota.limit, 3),
@@ -199,9 +203,9 @@ class _Pass:
                 return WaitReason.BORROWING_LIMIT, numbers
             return WaitReason.QUOTA_EXHAUSTED, numbers
         department = self.department_of.get(job.tenant)
-        cap = self.departments.get((department, job.gpu_model)) if department else None
+        cap = self.departments.get((department, model)) if department else None
         if cap is not None:
-            used = self.dept_usage[(department, job.gpu_model)]
+            used = self.dept_usage[(department, model)]
             if used + job.quota_gpus > cap.limit + EPS:
                 return WaitReason.DEPARTMENT_QUOTA, base | {"department": department, "used": round(used, 3),
                                                             "limit": cap.limit}
@@ -276,7 +280,7 @@ class _Pass:
                 continue
             self._release(victim)
             chosen.append(victim)
-            placement = self.cap.place_gang(job)
+            placement = self.cap.place_gang(job, models)
             if placement is not None:
                 break
         if placement is None:
@@ -286,12 +290,12 @@ class _Pass:
         dropped = set()
         for victim in list(reversed(chosen[:-1])):  # minimal set: give back any victim not needed
             self._restore(victim)
-            if self.cap.place_gang(job) is None:
+            if self.cap.place_gang(job, models) is None:
                 self._release(victim)
             else:
                 dropped.add(victim.id)
         chosen = [v for v in chosen if v.id not in dropped]
-        placement = self.cap.place_gang(job)
+        placement = self.cap.place_gang(job, models)
         return chosen, self._rules(chosen, rule_for), placement
 
     def _rules(self, chosen: list[RunningJob], rule_for) -> dict[int, str]:
@@ -336,7 +340,7 @@ class _Pass:
         chosen = best[1]
         for victim in chosen:
             self._release(victim)
-        placement = self.cap.place_gang(job)
+        placement = self.cap.place_gang(job, models)
         if placement is None:  # CPU or memory still short: undo, let the general search try
             for victim in chosen:
                 self._restore(victim)
@@ -379,11 +383,11 @@ class _Pass:
         self.cap.take(placements, job.cpu_milli, job.memory_mib)
         if job.group:
             self.group_running[job.group] += 1
-        model = self.cap.nodes[placements[0].node_id].gpu_model
-        borrowing = self._borrowing(job.tenant, job.gpu_model)
-        self._charge(job.tenant, job.gpu_model, job.quota_gpus)
+        model = self.cap.nodes[placements[0].node_id].gpu_model  # the model it lands on is the one it uses
+        borrowing = self._borrowing(job.tenant, model)
+        self._charge(job.tenant, model, job.quota_gpus)
         self.result.admissions.append(Admission(job.id, tuple(placements), backfilled=backfilled,
-                                                borrowing=borrowing or self._borrowing(job.tenant, job.gpu_model)))
+                                                borrowing=borrowing or self._borrowing(job.tenant, model)))
         self.admitted.append(RunningJob(
             id=job.id, tenant=job.tenant, gpu_model=model, placements=tuple(placements), priority=job.priority,
             preemptible=job.preemptible, started_at=self.now, max_runtime=job.max_runtime,
@@ -424,13 +428,21 @@ class _Pass:
         unhealthy = self._no_healthy_node(job, models)
         if unhealthy:
             return self.waits.append((job, WaitReason.NO_HEALTHY_NODE, base | unhealthy))
-        quota = self._quota(job, base)
-        if quota:
-            return self.waits.append((job, *quota))
+        if job.gpu_model == ANY_MODEL or len(job.accept_models) > 1:
+            # several acceptable models: each is held to its own quota, and the job may land only where its
+            # tenant's quota (and department cap) of that model admits it
+            verdicts = {model: self._quota(job, base, model) for model in models}
+            if all(verdicts.values()):
+                return self.waits.append((job, *verdicts[models[0]]))
+            models = tuple(model for model in models if verdicts[model] is None)
+        else:
+            quota = self._quota(job, base)
+            if quota:
+                return self.waits.append((job, *quota))
         reserved = self._reserved(job, models[0]) if len(models) == 1 else None
         if reserved:  # not a head: the held GPUs are for the reservation's tenant, not for this job
             return self.waits.append((job, WaitReason.RESERVED, base | reserved))
-        placements = self.cap.place_gang(job)
+        placements = self.cap.place_gang(job, models)
         head = self.heads.get(key)
         backfilled = False
         if placements is not None and head is not None:
@@ -452,7 +464,7 @@ class _Pass:
             if found:
                 victims, rules, placement = found
                 self.cap.take(placement, job.cpu_milli, job.memory_mib)
-                self._charge(job.tenant, job.gpu_model, job.quota_gpus)
+                self._charge(job.tenant, self.cap.nodes[placement[0].node_id].gpu_model, job.quota_gpus)
                 for p in placement:
                     for index in p.gpu_indices:
                         self.held_for_preemptors[(p.node_id, index)] = self.now

@@ -22,7 +22,10 @@ from django.utils.translation import gettext as _
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tenants.quotas import tenant_gpu_limit
+from fleet.catalogue import accelerator_models, vendor_of
+from fleet.models import Node
+from tenants.models import Quota
+from tenants.quotas import effective_quotas
 
 from ... import job_tokens, lifecycle
 from ...models import JobEvent, JobGroup
@@ -38,10 +41,22 @@ _prepared_lock = threading.Lock()
 READ_RETRIES = 1
 
 
+def accelerator_of(job, nodes) -> tuple[str, str]:
+    """(model, vendor) of the devices the job landed on: the model of its nodes (a job that accepts several
+    models asks for one of them), else the model it asked for. ``prepare`` sets both on a batch's jobs so that
+    the dispatch threads read nothing."""
+    if getattr(job, "accelerator_vendor", None):
+        return job.accelerator_model, job.accelerator_vendor
+    model = (Node.objects.filter(name__in=list(nodes)).values_list("gpu_model", flat=True).first() if nodes
+             else None) or job.gpu_model or ""
+    return model, vendor_of(model)
+
+
 def spec_for(job, nodes=None) -> manifests.JobSpec:
     nodes = nodes or getattr(job, "placement_nodes", None)  # set by dispatch_many for a batch
     if nodes is None:
         nodes = sorted(set(job.allocations.filter(released_at__isnull=True).values_list("gpu__node__name", flat=True)))
+    model, vendor = accelerator_of(job, nodes)
     kind = job.kind or "batch"
     group = job.group if job.group_id else None  # loaded by ``prepare`` for a batch, not in the threads
     grouped = {}
@@ -57,7 +72,23 @@ def spec_for(job, nodes=None) -> manifests.JobSpec:
         task_type=job.task_type.code, image=job.image, command=job.command, gpus_per_node=job.gpus_per_node,
         node_count=job.node_count, nodes=tuple(nodes), max_runtime_minutes=job.max_runtime_minutes,
         gpu_milli=job.gpu_milli, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib,
-        resume_from=(job.executor_state or {}).get("resume_from", ""), kind=kind, **grouped)
+        resume_from=(job.executor_state or {}).get("resume_from", ""), kind=kind, vendor=vendor, gpu_model=model,
+        **grouped)
+
+
+def tenant_device_limits(tenant, accelerator_resources: dict | None = None, now=None) -> dict[str, int]:
+    """The tenant's effective limits (limits + active bursts) summed per extended resource: each model counts
+    against its vendor's resource on this cluster (``manifests.device_resource``), so a tenant's MI300X limit
+    is enforced as ``amd.com/gpu`` beside its H100 limit as ``nvidia.com/gpu``. NVIDIA's resource is always
+    there (0 when the tenant has no NVIDIA quota), as it was before vendors."""
+    known = accelerator_models()
+    limits = {manifests.device_resource(manifests.DEFAULT_VENDOR, "", accelerator_resources): 0}
+    for quota in effective_quotas(Quota.objects.filter(tenant=tenant), now):
+        found = known.get(quota.gpu_model)
+        vendor = found.vendor if found else manifests.DEFAULT_VENDOR
+        name = manifests.device_resource(vendor, quota.gpu_model, accelerator_resources)
+        limits[name] = limits.get(name, 0) + quota.effective_limit
+    return limits
 
 
 def ingress_config() -> manifests.IngressConfig | None:
@@ -83,7 +114,8 @@ class KubernetesExecutor(Executor):
         self.networking = client.NetworkingV1Api(self.api)
         self.scheduling = client.SchedulingV1Api(self.api)
         self.prefix = cluster.namespace_prefix
-        self.tenant_limits: dict[int, int] = {}  # tenant id -> effective GPU limit, for this executor's batch
+        # tenant id -> effective GPU limit per extended resource, for this executor's batch
+        self.tenant_limits: dict[int, dict[str, int]] = {}
 
     # --- creating ---------------------------------------------------------------------------------------
 
@@ -119,10 +151,11 @@ class KubernetesExecutor(Executor):
             _prepared.add(key)
 
     def tenant_manifests(self, tenant) -> list[dict]:
-        """The tenant's objects; the ResourceQuota holds its effective limit now (limits + active bursts),
-        read once per batch in ``prepare`` so that the dispatch threads do not query the database."""
+        """The tenant's objects; the ResourceQuota holds its effective limit now (limits + active bursts) per
+        vendor's extended resource, read once per batch in ``prepare`` so that the dispatch threads do not query
+        the database."""
         if tenant.pk not in self.tenant_limits:
-            self.tenant_limits[tenant.pk] = tenant_gpu_limit(tenant)
+            self.tenant_limits[tenant.pk] = tenant_device_limits(tenant, self.cluster.accelerator_resources or None)
         return manifests.for_tenant(self.prefix, tenant.name, self.tenant_limits[tenant.pk],
                                     self.cluster.tenant_storage_gib, self.cluster.storage_class)
 
@@ -140,6 +173,13 @@ class KubernetesExecutor(Executor):
         for job in jobs:
             if job.group_id and job.group_id in groups:
                 job.group = groups[job.group_id]
+        node_models = dict(Node.objects.filter(name__in={n for job in jobs for n in getattr(
+            job, "placement_nodes", None) or ()}).values_list("name", "gpu_model"))
+        vendors = {name: model.vendor for name, model in accelerator_models().items()}
+        for job in jobs:
+            model = next((node_models[n] for n in getattr(job, "placement_nodes", None) or () if n in node_models),
+                         job.gpu_model or "")
+            job.accelerator_model, job.accelerator_vendor = model, vendors.get(model, manifests.DEFAULT_VENDOR)
         for tenant in {job.tenant.pk: job.tenant for job in jobs}.values():
             self.prepare_tenant(tenant)
         for task_type in {job.task_type.pk: job.task_type for job in jobs}.values():
@@ -150,7 +190,8 @@ class KubernetesExecutor(Executor):
         return manifests.for_job(self.prefix, spec_for(job), settings.PORTAL_URL, token,
                                  share_resources=self.cluster.gpu_share_resources or None,
                                  data_claim=bool(self.cluster.tenant_storage_gib), notebook_token=notebook_token,
-                                 ingress=ingress_config())
+                                 ingress=ingress_config(),
+                                 accelerator_resources=self.cluster.accelerator_resources or None)
 
     def dispatch(self, job) -> dict:
         """Create the attempt's objects (a service replica: its service's Service first, once for all)."""
@@ -167,7 +208,7 @@ class KubernetesExecutor(Executor):
                if manifests.JOB_LABEL in body["metadata"].get("labels", {})]  # a shared Service may exist already
         state = {"namespace": manifests.namespace_name(self.prefix, spec.tenant),
                  "object": manifests.object_name(spec), "attempt": spec.attempt, "nodes": list(spec.nodes),
-                 "already_existed": not any(own), "kind": spec.kind}
+                 "already_existed": not any(own), "kind": spec.kind, "vendor": spec.vendor}
         if spec.kind == "service":
             state["service"] = manifests.group_service_name(spec.group_id)
         return state
@@ -337,4 +378,4 @@ class KubernetesExecutor(Executor):
         return LogTail(attempt + 1, merge_streams(streams, tail))
 
 
-__all__ = ["DispatchError", "KubernetesExecutor", "spec_for"]
+__all__ = ["DispatchError", "KubernetesExecutor", "spec_for", "tenant_device_limits"]

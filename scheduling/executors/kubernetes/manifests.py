@@ -39,6 +39,36 @@ MASTER_PORT = 29500
 #: HAMi-style mapping of a GPU share to extended resources (used when the cluster names none).
 DEFAULT_SHARE_RESOURCES = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "{percent}",
                            "nvidia.com/gpucores": "{percent}"}
+DEFAULT_VENDOR = "nvidia"
+#: The extended resource each vendor's device plugin advertises for one whole device (the NVIDIA, AMD, Ascend
+#: (MindCluster), Cambricon and Hygon DCU device plugins). A cluster whose plugins name it otherwise says so in
+#: ``Cluster.accelerator_resources``, per vendor or per model (``{"huawei": "huawei.com/Ascend910B"}``).
+VENDOR_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "huawei": "huawei.com/Ascend910",
+                    "cambricon": "cambricon.com/mlu", "hygon": "hygon.com/dcu"}
+#: Ascend chips the MindCluster device plugin advertises under their own family (a 910B is ``Ascend910``).
+ASCEND_FAMILIES = (("Ascend310P", "huawei.com/Ascend310P"), ("Ascend310", "huawei.com/Ascend310"))
+#: MindCluster static vNPU templates (Ascend device plugin, "static virtualization"): AI cores per chip and the
+#: cores of each template; the vNPU resource is ``<device resource>-<cores>c`` (vir04 -> ``Ascend910-4c``).
+#: A share of a card gets the smallest template with at least that share of the cores (0.25 of a 32-core
+#: Ascend 910: ``huawei.com/Ascend910-8c``); a share no template holds gets the whole card.
+ASCEND_VNPU_TEMPLATES = {"huawei.com/Ascend910": (32, (2, 4, 8, 16)), "huawei.com/Ascend310P": (8, (1, 2, 4))}
+#: What a vendor's container learns beyond the plugin's own variables, and how its collective library logs and
+#: waits. The device plugins set the device visibility themselves (``NVIDIA_VISIBLE_DEVICES``,
+#: ``ASCEND_VISIBLE_DEVICES`` for the Ascend runtime, the AMD plugin's device nodes): never overridden here. The
+#: runtimes' logical indices inside the container (``ASCEND_RT_VISIBLE_DEVICES``, ``MLU_VISIBLE_DEVICES``,
+#: Hygon's ``HIP_VISIBLE_DEVICES``) count the devices the pod got from 0. The log levels make the collective
+#: library print the warning lines ``diagnosis`` reads (RCCL reads NCCL's names). A job's own environment wins.
+VISIBILITY_VARIABLES = {"huawei": "ASCEND_RT_VISIBLE_DEVICES", "cambricon": "MLU_VISIBLE_DEVICES",
+                        "hygon": "HIP_VISIBLE_DEVICES"}
+VENDOR_ENV = {
+    "amd": {"NCCL_DEBUG": "WARN"},
+    "hygon": {"NCCL_DEBUG": "WARN"},
+    # plog errors on stdout, so that the pod log carries the EL/EI error codes
+    "huawei": {"ASCEND_GLOBAL_LOG_LEVEL": "3", "ASCEND_SLOG_PRINT_TO_STDOUT": "1"},
+    "cambricon": {"CNCL_LOG_LEVEL": "WARNING"},
+}
+#: Ranks on several nodes start at different times (image pulls): HCCL's 120 s default to connect is short.
+HCCL_CONNECT_TIMEOUT_SECONDS = 1200
 
 
 def dns_label(text: str, limit: int = 63) -> str:
@@ -74,6 +104,8 @@ class JobSpec:
     revision: int | None = None  # a service replica's revision
     port: int | None = None  # a service's port
     health_path: str = DEFAULT_HEALTH_PATH
+    vendor: str = DEFAULT_VENDOR  # fleet.models.Vendor of the model the job landed on
+    gpu_model: str = ""  # that model (an Ascend 310P asks for another resource than a 910)
 
 
 @dataclass(frozen=True)
@@ -140,11 +172,14 @@ def namespace(prefix: str, tenant: str) -> dict:
                          "labels": {**MANAGED_BY, TENANT_LABEL: dns_label(tenant)}}}
 
 
-def resource_quota(prefix: str, tenant: str, gpu_limit: int) -> dict:
-    """The tenant's GPU limit again, enforced by Kubernetes: a second line of defence."""
+def resource_quota(prefix: str, tenant: str, gpu_limit: int | dict[str, int]) -> dict:
+    """The tenant's GPU limit again, enforced by Kubernetes: a second line of defence. ``gpu_limit``: one number
+    (NVIDIA's ``nvidia.com/gpu``), or the limit per extended resource ({"nvidia.com/gpu": 32, "amd.com/gpu": 8}:
+    each vendor's models together count against their vendor's resource)."""
+    limits = gpu_limit if isinstance(gpu_limit, dict) else {VENDOR_RESOURCES[DEFAULT_VENDOR]: gpu_limit}
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": "gpuportal-gpus", "namespace": namespace_name(prefix, tenant), "labels": MANAGED_BY},
-            "spec": {"hard": {"requests.nvidia.com/gpu": str(gpu_limit)}}}
+            "spec": {"hard": {f"requests.{name}": str(limit) for name, limit in sorted(limits.items())}}}
 
 
 def network_policy(prefix: str, tenant: str) -> dict:
@@ -166,7 +201,8 @@ def storage_claim(prefix: str, tenant: str, gib: int, storage_class: str = "") -
             "spec": spec}
 
 
-def for_tenant(prefix: str, tenant: str, gpu_limit: int, storage_gib: int = 0, storage_class: str = "") -> list[dict]:
+def for_tenant(prefix: str, tenant: str, gpu_limit: int | dict[str, int], storage_gib: int = 0,
+               storage_class: str = "") -> list[dict]:
     """A tenant's namespace and what isolates it, in creation order."""
     objects = [namespace(prefix, tenant), resource_quota(prefix, tenant, gpu_limit), network_policy(prefix, tenant)]
     if storage_gib:
@@ -203,13 +239,80 @@ def headless_service(prefix: str, spec: JobSpec) -> dict:
                      "ports": [{"name": "rendezvous", "port": MASTER_PORT, "protocol": "TCP"}]}}
 
 
-def gpu_limits(spec: JobSpec, share_resources: dict | None = None) -> dict:
+def device_resource(vendor: str, model: str = "", overrides: dict | None = None) -> str:
+    """The extended resource one whole device of ``model`` (made by ``vendor``) is asked for by: the cluster's
+    ``accelerator_resources`` for the model, else for the vendor, else the vendor's device plugin's name."""
+    overrides = overrides or {}
+    if model and overrides.get(model):
+        return str(overrides[model])
+    if overrides.get(vendor):
+        return str(overrides[vendor])
+    if vendor == "huawei":
+        for family, name in ASCEND_FAMILIES:
+            if model.startswith(family):
+                return name
+    return VENDOR_RESOURCES.get(vendor, VENDOR_RESOURCES[DEFAULT_VENDOR])
+
+
+def vnpu_tiers(resource: str) -> list[tuple[int, dict]]:
+    """The documented static vNPU templates of an Ascend device resource as share tiers: (largest share in
+    milli-devices the template holds, its resources). Resources without documented templates (a cluster's own
+    name) use the Ascend 910's."""
+    cores, templates = ASCEND_VNPU_TEMPLATES.get(resource, ASCEND_VNPU_TEMPLATES["huawei.com/Ascend910"])
+    return [(1000 * n // cores, {f"{resource}-{n}c": "1"}) for n in templates]
+
+
+def _share_mapping(spec: JobSpec, resource: str, share_resources: dict | None):
+    """How this cluster shares this vendor's devices: a mapping of resources (HAMi style, with ``{percent}`` and
+    ``{milli}``), a list of ``[largest share in milli, resources]`` tiers (vNPU templates), or None (no sharing:
+    a share takes a whole device).
+
+    ``Cluster.gpu_share_resources`` is either one flat mapping (NVIDIA's, as before vendors) or one entry per
+    vendor (``{"huawei": [[125, {"huawei.com/Ascend910-4c": 1}], ...], "hygon": {"hygon.com/dcunum": 1, ...}}``).
+    Without an entry: NVIDIA uses HAMi's names, Ascend the documented vNPU templates, the others none."""
+    share_resources = share_resources or {}
+    per_vendor = any(key in VENDOR_RESOURCES for key in share_resources)
+    if per_vendor and spec.vendor in share_resources:
+        return share_resources[spec.vendor]
+    if share_resources and not per_vendor and spec.vendor == DEFAULT_VENDOR:
+        return share_resources
+    if spec.vendor == DEFAULT_VENDOR:
+        return DEFAULT_SHARE_RESOURCES
+    if spec.vendor == "huawei":
+        return vnpu_tiers(resource)
+    return None
+
+
+def gpu_limits(spec: JobSpec, share_resources: dict | None = None, accelerator_resources: dict | None = None) -> dict:
+    """The container's device limits: ``gpus_per_node`` of the vendor's resource, or for a share of one device
+    what the cluster's sharing mode asks (see ``_share_mapping``)."""
+    resource = device_resource(spec.vendor, spec.gpu_model, accelerator_resources)
     if spec.gpu_milli >= 1000:
-        return {"nvidia.com/gpu": str(spec.gpus_per_node)}
+        return {resource: str(spec.gpus_per_node)}
+    mapping = _share_mapping(spec, resource, share_resources)
+    if isinstance(mapping, list):  # tiers: the smallest that holds the share
+        mapping = next((dict(resources) for most, resources in sorted(mapping, key=lambda tier: int(tier[0]))
+                        if int(most) >= spec.gpu_milli), None)
+    if not mapping:
+        return {resource: "1"}
     percent = max(1, round(spec.gpu_milli / 10))
-    mapping = share_resources or DEFAULT_SHARE_RESOURCES
-    return {name: str(value).replace("{percent}", str(percent)).replace("{milli}", str(spec.gpu_milli))
-            for name, value in mapping.items()}
+
+    def filled(text) -> str:
+        return (str(text).replace("{percent}", str(percent)).replace("{milli}", str(spec.gpu_milli))
+                .replace("{resource}", resource))
+
+    return {filled(name): filled(value) for name, value in mapping.items()}
+
+
+def _vendor_env(spec: JobSpec) -> dict:
+    """The vendor's runtime and collective-library settings (see ``VENDOR_ENV``)."""
+    env = dict(VENDOR_ENV.get(spec.vendor, {}))
+    visibility = VISIBILITY_VARIABLES.get(spec.vendor)
+    if visibility:
+        env[visibility] = ",".join(str(i) for i in range(max(1, spec.gpus_per_node)))
+    if spec.vendor == "huawei" and spec.node_count > 1:
+        env["HCCL_CONNECT_TIMEOUT"] = str(HCCL_CONNECT_TIMEOUT_SECONDS)
+    return env
 
 
 def _env(spec: JobSpec, portal_url: str) -> list[dict]:
@@ -234,6 +337,11 @@ def _env(spec: JobSpec, portal_url: str) -> list[dict]:
         env.append({"name": "NODE_RANK", "value": "0"})
     if spec.resume_from:
         env.append({"name": "GPUPORTAL_RESUME_FROM", "value": spec.resume_from})
+    env.append({"name": "GPUPORTAL_ACCELERATOR_VENDOR", "value": spec.vendor})
+    env.extend({"name": k, "value": v} for k, v in _vendor_env(spec).items() if k not in spec.env)
+    if spec.vendor == "huawei" and spec.node_count > 1 and "HCCL_IF_IP" not in spec.env:
+        # HCCL's first contact between ranks goes over the pod's own address
+        env.append({"name": "HCCL_IF_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     env.extend(_kind_env(spec))
     env.extend({"name": k, "value": str(v)} for k, v in sorted(spec.env.items()))
     return env
@@ -262,10 +370,10 @@ def _kind_env(spec: JobSpec) -> list[dict]:
 
 
 def _pod_spec(spec: JobSpec, portal_url: str, share_resources: dict | None, data_claim: bool,
-              restart_policy: str) -> tuple[dict, dict]:
+              restart_policy: str, accelerator_resources: dict | None = None) -> tuple[dict, dict]:
     """The pod of any kind (pinned to the scheduler's nodes, its GPUs, shared memory, the data claim) and its
     main container, for the caller to add ports, probes and the command its kind runs."""
-    resources = {"limits": gpu_limits(spec, share_resources)}
+    resources = {"limits": gpu_limits(spec, share_resources, accelerator_resources)}
     requests = {}
     if spec.cpu_milli:
         requests["cpu"] = f"{spec.cpu_milli}m"
@@ -296,12 +404,12 @@ def notebook_command(spec: JobSpec) -> list[str]:
 
 
 def job(prefix: str, spec: JobSpec, portal_url: str, *, share_resources: dict | None = None,
-        data_claim: bool = False) -> dict:
+        data_claim: bool = False, accelerator_resources: dict | None = None) -> dict:
     """A ``batch/v1`` Job pinned to the nodes the scheduler chose; Indexed with one pod per node when the
     job spans nodes. ``backoffLimit: 0``: retries are the portal's, so it can avoid a faulty node. No
     ``activeDeadlineSeconds`` when the job has no max runtime."""
     name, job_labels = object_name(spec), labels(spec)
-    pod_spec, container = _pod_spec(spec, portal_url, share_resources, data_claim, "Never")
+    pod_spec, container = _pod_spec(spec, portal_url, share_resources, data_claim, "Never", accelerator_resources)
     if spec.kind == "notebook":
         container["command"] = notebook_command(spec)
         container["ports"] = [{"name": "notebook", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
@@ -325,12 +433,13 @@ def job(prefix: str, spec: JobSpec, portal_url: str, *, share_resources: dict | 
 
 
 def deployment(prefix: str, spec: JobSpec, portal_url: str, *, share_resources: dict | None = None,
-               data_claim: bool = False) -> dict:
+               data_claim: bool = False, accelerator_resources: dict | None = None) -> dict:
     """One replica of a service: a Deployment of one pod, so that Kubernetes restarts a crashed container
     (``restartPolicy: Always``) while the portal decides how many replicas there are and where. ``Recreate``:
     the pod holds its node's GPUs, a second one could not start beside it."""
     name, replica_labels = object_name(spec), labels(spec)
-    pod_spec, container = _pod_spec(spec, portal_url, share_resources, data_claim, "Always")
+    pod_spec, container = _pod_spec(spec, portal_url, share_resources, data_claim, "Always",
+                                    accelerator_resources)
     container["ports"] = [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}]
     def check(**timing) -> dict:  # a fresh dict each: printed YAML without anchors
         return {"httpGet": {"path": spec.health_path, "port": "http"}, **timing}
@@ -422,11 +531,13 @@ def group_objects(prefix: str, spec: JobSpec, ingress: IngressConfig | None = No
 
 
 def for_job(prefix: str, spec: JobSpec, portal_url: str, token: str, *, share_resources=None,
-            data_claim: bool = False, notebook_token: str = "", ingress: IngressConfig | None = None) -> list[dict]:
+            data_claim: bool = False, notebook_token: str = "", ingress: IngressConfig | None = None,
+            accelerator_resources: dict | None = None) -> list[dict]:
     """Everything one attempt of a job needs, in creation order (a service replica: its service's shared
     objects first, so that the replica is reachable as soon as it is ready)."""
     objects = [token_secret(prefix, spec, token, notebook_token)]
-    options = {"share_resources": share_resources, "data_claim": data_claim}
+    options = {"share_resources": share_resources, "data_claim": data_claim,
+               "accelerator_resources": accelerator_resources}
     if spec.kind == "service":
         return [*group_objects(prefix, spec, ingress), *objects, deployment(prefix, spec, portal_url, **options)]
     if spec.kind == "notebook":
@@ -466,13 +577,24 @@ def example_spec(kind: str = "single-node") -> JobSpec:
         return JobSpec(**{**base, "task_type": "evaluation", "command": "python eval.py --shard $GPUPORTAL_ARRAY_INDEX",
                           "max_runtime_minutes": 60}, gpus_per_node=1, node_count=1, nodes=("gpu-04",),
                        kind="array", group_id=55, group_index=3, group_size=10, group_indices=tuple(range(10)))
+    if kind in VENDOR_EXAMPLES:
+        vendor, model, image, node = VENDOR_EXAMPLES[kind]
+        return JobSpec(**{**base, "image": image}, gpus_per_node=8, node_count=1, nodes=(node,), vendor=vendor,
+                       gpu_model=model)
     return JobSpec(**base, gpus_per_node=2, node_count=1, nodes=("gpu-01",))
 
 
+#: A single-node job per vendor other than NVIDIA: (vendor, model, image, node) for ``--example <name>``.
+VENDOR_EXAMPLES = {
+    "amd": ("amd", "MI300X", "registry.local/pytorch:2.4-rocm6.2", "mi300x-01"),
+    "ascend": ("huawei", "Ascend910B", "registry.local/pytorch-npu:2.4-cann8.0", "ascend-01"),
+    "cambricon": ("cambricon", "MLU370-X8", "registry.local/pytorch-mlu:2.1-neuware", "mlu-01"),
+    "hygon": ("hygon", "K100", "registry.local/pytorch:2.1-dtk24.04", "dcu-01"),
+}
 EXAMPLES = ("single-node", "multi-node", "fractional", "resumed")
 #: The shapes of the other kinds of work (notebook, service replica, array task).
 WORKLOAD_EXAMPLES = ("notebook", "inference-service", "array")
-ALL_EXAMPLES = EXAMPLES + WORKLOAD_EXAMPLES
+ALL_EXAMPLES = EXAMPLES + WORKLOAD_EXAMPLES + tuple(VENDOR_EXAMPLES)
 #: The ingress the examples are published on when the settings name none.
 EXAMPLE_INGRESS = IngressConfig(host="gpus.example.org", portal_url="https://portal.example.org",
                                 class_name="nginx")

@@ -1,15 +1,15 @@
 """Print the Kubernetes objects a job would get: ``manage.py k8s_manifests --job 42`` or ``--example multi-node``
 (``--example notebook``, ``inference-service`` and ``array`` for the other kinds of work; their Ingress is shown
-on the configured ingress host, or on an example one when the settings name none)."""
+on the configured ingress host, or on an example one when the settings name none; ``--example amd``, ``ascend``,
+``cambricon`` and ``hygon`` for a single-node job on another vendor's accelerators)."""
 
 import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from fleet.models import Cluster
-from scheduling.executors.kubernetes import ingress_config, manifests, spec_for
+from scheduling.executors.kubernetes import ingress_config, manifests, spec_for, tenant_device_limits
 from scheduling.models import Job
-from tenants.quotas import tenant_gpu_limit
 
 
 class Command(BaseCommand):
@@ -24,7 +24,10 @@ class Command(BaseCommand):
         token = "<job token: issued at dispatch>"  # noqa: S105 - a placeholder, printed
         if example:
             spec = manifests.example_spec(example)
-            objects = [*manifests.for_tenant("gp-", spec.tenant, 16), manifests.priority_class(spec.task_type, 80),
+            limits = {manifests.VENDOR_RESOURCES[manifests.DEFAULT_VENDOR]: 16}
+            if spec.vendor != manifests.DEFAULT_VENDOR:  # the example tenant holds both vendors' devices
+                limits[manifests.device_resource(spec.vendor, spec.gpu_model)] = 16
+            objects = [*manifests.for_tenant("gp-", spec.tenant, limits), manifests.priority_class(spec.task_type, 80),
                        *manifests.for_job("gp-", spec, settings.PORTAL_URL, token,
                                           ingress=ingress_config() or manifests.EXAMPLE_INGRESS)]
         else:
@@ -37,11 +40,12 @@ class Command(BaseCommand):
                                    "exist once the scheduler admits it. Try --example multi-node.")
             cluster = found.cluster or Cluster.objects.filter(executor="kubernetes").first() or Cluster(name="example")
             prefix = cluster.namespace_prefix
-            limit = tenant_gpu_limit(found.tenant)
-            objects = [*manifests.for_tenant(prefix, found.tenant.name, limit, cluster.tenant_storage_gib,
+            limits = tenant_device_limits(found.tenant, cluster.accelerator_resources or None)
+            objects = [*manifests.for_tenant(prefix, found.tenant.name, limits, cluster.tenant_storage_gib,
                                              cluster.storage_class),
                        manifests.priority_class(found.task_type.code, found.task_type.priority, found.task_type.name),
                        *manifests.for_job(prefix, spec_for(found, nodes), settings.PORTAL_URL, token,
                                           share_resources=cluster.gpu_share_resources or None,
-                                          data_claim=bool(cluster.tenant_storage_gib), ingress=ingress_config())]
+                                          data_claim=bool(cluster.tenant_storage_gib), ingress=ingress_config(),
+                                          accelerator_resources=cluster.accelerator_resources or None)]
         self.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False))

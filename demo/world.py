@@ -39,7 +39,7 @@ TASK_TYPES = [
     ("test", "Test", 10, True, False, 60),
 ]
 
-GPU_MEMORY_MB = {"H100": 81559, "A100": 81920, "L40S": 46068}
+GPU_MEMORY_MB = {"H100": 81559, "A100": 81920, "L40S": 46068, "Ascend910B": 65536, "MI300X": 196608}
 
 # name, gpu model, datacenter, rack, network domain
 NODES = (
@@ -48,14 +48,17 @@ NODES = (
     + [(f"dc1-r3-a100-{i:02d}", "A100", "dc1", "dc1-r3", "ib-dc1-b") for i in (1, 2)]
     + [(f"dc2-r1-a100-{i:02d}", "A100", "dc2", "dc2-r1", "ib-dc2-a") for i in (3, 4)]
     + [(f"dc2-r2-l40s-{i:02d}", "L40S", "dc2", "dc2-r2", "eth-dc2") for i in (1, 2, 3, 4)]
+    # a mixed fleet: a Huawei Ascend pool (HCCS) and an AMD Instinct pool (Infinity Fabric) beside NVIDIA
+    + [(f"dc3-r1-npu-910b-{i:02d}", "Ascend910B", "dc3", "dc3-r1", "roce-dc3") for i in (1, 2)]
+    + [(f"dc3-r2-amd-mi300x-{i:02d}", "MI300X", "dc3", "dc3-r2", "roce-dc3") for i in (1, 2)]
 )
 
 TENANTS = {
     "vision": ("Computer Vision Lab", ["detection", "segmentation"],
-               {"A100": (16, 16), "H100": (8, 16), "L40S": (8, 32)}),
+               {"A100": (16, 16), "H100": (8, 16), "L40S": (8, 32), "MI300X": (4, 8)}),
     "nlp": ("Language Models Group", ["llm-pretrain", "chat-eval"],
-            {"H100": (16, 24), "A100": (8, 16), "L40S": (4, 8)}),
-    "speech": ("Speech Team", ["asr"], {"L40S": (8, 16), "A100": (4, 8)}),
+            {"H100": (16, 24), "A100": (8, 16), "L40S": (4, 8), "Ascend910B": (8, 16)}),
+    "speech": ("Speech Team", ["asr"], {"L40S": (8, 16), "A100": (4, 8), "Ascend910B": (4, 8), "MI300X": (4, 8)}),
 }
 
 # username, tenant, roles (tenant roles or platform roles)
@@ -84,6 +87,8 @@ LIVE_JOBS = [
     ("alice", "vision/segmentation", "notebook", "L40S", 6, 1, LONG),
     ("bob", "nlp/chat-eval", "notebook", "L40S", 4, 1, LONG),
     ("alice", "vision/detection", "research", "L40S", 4, 1, "sim:outcome=succeeded sim:minutes=40"),
+    ("bob", "nlp/llm-pretrain", "training", "Ascend910B", 8, 1, LONG),  # the mixed fleet's pools at work
+    ("erin", "speech/asr", "research", "MI300X", 4, 1, LONG),
     # waits: quota (vision uses 16 of its 16 A100)
     ("alice", "vision/detection", "research", "A100", 8, 1, "python train.py --epochs 90"),
     # waits: not enough free H100 GPUs on one node

@@ -11,7 +11,12 @@ process lock everywhere): a cycle that finds another one running returns at once
 Celery task runs on its own queue (``agents``, see ``CELERY_TASK_ROUTES``).
 
 Nodes of the simulated cluster (no ``agent_url``) are read in-process through the agent's own code on a
-simulated NVML, so the demo exercises the same path.
+simulated device of their model's vendor (NVML for NVIDIA, amdsmi for AMD, npu-smi for Ascend…), so the demo
+exercises the same path.
+
+Each device of a snapshot says its ``vendor`` and catalogue ``model`` (an agent from before vendors were
+reported says neither: it read NVML, so its devices are NVIDIA's, of the node's model). A model the catalogue
+lacks enters it (``catalogue.note_model``) with its vendor and memory the first time an agent reports it.
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.system import SimulatedHostSampler
 
-from . import agent_tokens, health, occupancy, signals
-from .models import GPU, FaultKind, GpuReading, Node, NodeEvent, NodeReading
+from . import agent_tokens, catalogue, health, occupancy, signals
+from .models import GPU, AcceleratorModel, FaultKind, GpuReading, Node, NodeEvent, NodeReading, Vendor
 
 logger = logging.getLogger(__name__)
 
@@ -196,8 +201,13 @@ def validate_snapshot(data) -> dict:
             raise ValueError("every gpu needs an integer index")
         if gpu.get("state") not in ("ok", "lost"):
             raise ValueError(f"gpu {gpu.get('index')}: unknown state {gpu.get('state')!r}")
+        for key in ("vendor", "model"):
+            if gpu.get(key) is not None and not isinstance(gpu[key], str):
+                raise ValueError(f"gpu {gpu.get('index')}: {key} must be a string")
     if not isinstance(data.get("errors", []), list) or not isinstance(data.get("host", {}), dict):
         raise ValueError("errors must be a list and host an object")
+    if data.get("vendor") is not None and not isinstance(data["vendor"], str):
+        raise ValueError("vendor must be a string")
     return data
 
 
@@ -205,17 +215,23 @@ def validate_snapshot(data) -> dict:
 _SIMULATED: dict[int, object] = {}
 
 
+#: The agent backend that simulates each vendor's devices.
+_SIMULATED_BACKEND = {Vendor.NVIDIA: "nvidia", Vendor.AMD: "amd", Vendor.HUAWEI: "ascend",
+                      Vendor.CAMBRICON: "cambricon", Vendor.HYGON: "hygon"}
+
+
 def _simulated_snapshot(node: Node, busy: set[int]) -> dict:
     agent = _SIMULATED.get(node.pk)
     if agent is None:
         count = max(len(node.gpus.all()), 1)
-        backend = make_backend("simulated", count=count, model=node.gpu_model, seed=node.pk)
+        backend = make_backend(_SIMULATED_BACKEND.get(catalogue.vendor_of(node.gpu_model), "nvidia"),
+                               simulate=count, model=node.gpu_model, seed=node.pk)
         agent = Agent(backend, node=node.name, host=SimulatedHostSampler(seed=node.pk)).start()
         _SIMULATED[node.pk] = agent
-    nvml = agent.backend.nvml
-    for index in range(nvml.count):
-        nvml.set_load(index, 88 if index in busy else 0)
-    agent.host.busy = len(busy) / max(nvml.count, 1)
+    devices = agent.backend.simulation
+    for index in range(devices.count):
+        devices.set_load(index, 88 if index in busy else 0)
+    agent.host.busy = len(busy) / max(devices.count, 1)
     return agent.snapshot()
 
 
@@ -245,14 +261,26 @@ def collect(nodes: list[Node], workers: int | None = None, timeout: float | None
 
 
 # -- applying results ---------------------------------------------------------------------------------
-def _gpu_observation(gpu: GPU, reported: dict | None, new_errors: list[dict]) -> health.Observation:
+#: What each vendor's agent backend reads its devices through, for the reasons of health changes.
+_READ_THROUGH = {Vendor.NVIDIA: "NVML", Vendor.AMD: "amdsmi", Vendor.HUAWEI: "npu-smi", Vendor.CAMBRICON: "cnmon",
+                 Vendor.HYGON: "hy-smi"}
+
+
+def _vendor(snapshot: dict, device: dict | None = None) -> str:
+    """The device's vendor; an agent that does not say read NVML (it predates the other vendors)."""
+    return str((device or {}).get("vendor") or snapshot.get("vendor") or Vendor.NVIDIA)
+
+
+def _gpu_observation(gpu: GPU, reported: dict | None, new_errors: list[dict],
+                     vendor: str = Vendor.NVIDIA) -> health.Observation:
     critical = [e["message"] for e in new_errors if e.get("critical")]
     if reported is None:
         return health.Observation(critical=f"GPU {gpu.index} is missing from the agent's inventory.")
     if reported.get("state") == "lost":
         detail = reported.get("error") or "no answer"
         xid = f" after XID {reported['last_xid']}" if reported.get("last_xid") else ""
-        lost = f"GPU {gpu.index} stopped answering NVML{xid} ({detail})."
+        through = _READ_THROUGH.get(vendor, "its vendor's tool")
+        lost = f"GPU {gpu.index} stopped answering {through}{xid} ({detail})."
         return health.Observation(critical=" ".join([lost, *(f"{m}." for m in critical)]))
     dbe = reported.get("ecc_volatile_dbe") or 0
     if dbe > gpu.ecc_dbe:
@@ -278,6 +306,7 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
     moved_gpus: list[GPU] = []  # inventory changed (uuid, memory): rare
     new_gpus: list[GPU] = []
     faults: list[tuple[str, str, int, int | None, str]] = []  # (category, message, node id, gpu id, evidence)
+    reported_models: dict[str, tuple[str, int]] = {}  # model -> (vendor, memory MiB), for the catalogue
 
     for result in results:
         node = by_id[result.node_id]
@@ -304,6 +333,10 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
             if new_errors:
                 node.last_error_time = max(float(e.get("time") or 0) for e in new_errors)
             reported = {g["index"]: g for g in snapshot["gpus"]}
+            for info in reported.values():
+                if info.get("state") == "ok":
+                    model = str(info.get("model") or node.gpu_model)
+                    reported_models.setdefault(model, (_vendor(snapshot, info), info.get("memory_total_mb") or 0))
             existing = {g.index: g for g in node.gpus.all()}
             for index, info in reported.items():
                 if index not in existing and info.get("state") == "ok" and info.get("uuid"):
@@ -311,7 +344,8 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
                                         memory_mb=info.get("memory_total_mb") or 0))
             for gpu in existing.values():
                 info = reported.get(gpu.index)
-                gpu_obs = _gpu_observation(gpu, info, [e for e in new_errors if e.get("gpu_index") == gpu.index])
+                gpu_obs = _gpu_observation(gpu, info, [e for e in new_errors if e.get("gpu_index") == gpu.index],
+                                           _vendor(snapshot, info))
                 before = (gpu.health, gpu.good_polls, gpu.ecc_dbe, gpu.ecc_sbe, gpu.retired_pages, gpu.last_xid)
                 identity = (gpu.uuid, gpu.memory_mb)
                 stepped = health.step(gpu.health, 0, gpu.good_polls, gpu_obs, k_missed, m_good)
@@ -359,10 +393,21 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
         GpuReading.objects.bulk_create(gpu_readings, batch_size=5000)
         NodeReading.objects.bulk_create(node_readings, batch_size=5000)
         NodeEvent.objects.bulk_create(node_events)
+        _note_models(reported_models)
         for category, reason, node_id, gpu_id, evidence in faults:
             signals.hardware_fault.send(sender=Node, category=category, reason=reason, node=by_id[node_id],
                                           gpu_id=gpu_id, at=now, evidence=evidence)
     return report
+
+
+def _note_models(reported: dict[str, tuple[str, int]]) -> None:
+    """Enter the models the agents reported that the catalogue lacks (one query when it has them all)."""
+    if not reported:
+        return
+    known = set(AcceleratorModel.objects.filter(name__in=list(reported)).values_list("name", flat=True))
+    for model, (vendor, memory_mb) in reported.items():
+        if model not in known:
+            catalogue.note_model(model[:64], vendor, int(memory_mb) if isinstance(memory_mb, int) else 0)
 
 
 #: Key of the PostgreSQL advisory lock that keeps poll cycles from overlapping ("GPUPOLL").

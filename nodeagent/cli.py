@@ -1,7 +1,9 @@
 """``python -m nodeagent --port 9400 --token-file PATH [--labels datacenter=dc1,rack=r3,network=ib-a]``.
 
-``--simulate N`` runs the same code on a simulated NVML with N GPUs; ``--fault xid79:3`` injects a fault at
-start and ``--debug-port P`` accepts ``POST /fault {"kind": "dbe", "gpu": 2}`` on 127.0.0.1:P.
+``--backend nvidia|amd|ascend|cambricon|hygon`` chooses how devices are read (default ``detect``: by the
+vendor tool or library the node has, see ``backends.detect``). ``--simulate N`` runs the same code on a
+simulated device of that backend with N devices (NVIDIA when no backend is named); ``--fault xid79:3`` injects
+a fault at start and ``--debug-port P`` accepts ``POST /fault {"kind": "dbe", "gpu": 2}`` on 127.0.0.1:P.
 ``--fleet N`` serves N simulated agents from this one process under ``/agents/node-XXXX`` (benchmarks).
 ``--register URL`` announces the agent to the portal (``POST URL/api/agents/register/``) with its token.
 
@@ -26,7 +28,7 @@ import urllib.request
 import zlib
 
 from .agent import Agent
-from .backends import make_backend
+from .backends import BACKENDS, NoBackendFound, detect, make_backend
 from .server import serve, tls_context
 from .system import SimulatedHostSampler
 
@@ -55,10 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token-file", required=True, help="File holding the bearer token issued by the portal.")
     parser.add_argument("--labels", type=parse_labels, default={}, help="datacenter=dc1,rack=r3,network=ib-a")
     parser.add_argument("--node-name", default=None, help="Defaults to the host name.")
-    parser.add_argument("--simulate", type=int, metavar="N", default=0, help="Simulated NVML with N GPUs.")
-    parser.add_argument("--model", default="H100", help="GPU model of the simulated NVML.")
+    parser.add_argument("--backend", choices=[*BACKENDS, "detect"], default="detect",
+                        help="How to read the devices (default: detect what the node has).")
+    parser.add_argument("--simulate", type=int, metavar="N", default=0,
+                        help="Simulated devices of the backend, N of them (NVIDIA unless --backend says otherwise).")
+    parser.add_argument("--model", default=None,
+                        help="Model of the simulated devices (default: H100, MI300X, Ascend910B, MLU370-X8, K100).")
     parser.add_argument("--fault", action="append", default=[], metavar="KIND:GPU",
-                        help="Inject a fault at start (xid79, dbe, lost, hang).")
+                        help="Inject a fault at start (xid79/offbus, dbe, alarm, lost, hang).")
     parser.add_argument("--debug-port", type=int, default=0, help="Fault-injection port on 127.0.0.1.")
     parser.add_argument("--fleet", type=int, default=0, metavar="N", help="Serve N simulated agents (benchmarks).")
     parser.add_argument("--fleet-offset", type=int, default=0, help="First agent number of the fleet.")
@@ -100,26 +106,37 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         print(f"nodeagent: cannot load the TLS certificate or key: {exc}", file=sys.stderr)
         return 2
+    name = args.backend
+    if name == "detect":
+        try:
+            name = "nvidia" if args.simulate or args.fleet else detect()
+        except NoBackendFound as exc:
+            print(f"nodeagent: {exc}", file=sys.stderr)
+            return 2
     agents = {}
     if args.fleet:
         # a fleet's token file may hold one "name token" line per agent, or one token for all
         per_agent = dict(line.split(None, 1) for line in token.splitlines() if len(line.split()) == 2)
         for i in range(args.fleet_offset, args.fleet_offset + args.fleet):
             name = f"node-{i:04d}"
-            backend = make_backend("simulated", count=args.simulate or 8, model=args.model, seed=i)
+            backend = make_backend(name, simulate=args.simulate or 8, model=args.model, seed=i)
             agents[f"/agents/{name}"] = (Agent(backend, node=name, labels=args.labels,
                                                host=SimulatedHostSampler(seed=i)).start(),
                                          per_agent.get(name, token).strip())
     else:
         # Simulated GPUs get UUIDs seeded by the node's name: two simulated nodes never report the same GPU.
         seed = zlib.crc32((args.node_name or socket.gethostname()).encode())
-        backend = (make_backend("simulated", count=args.simulate, model=args.model, seed=seed) if args.simulate
-                   else make_backend("nvidia"))
+        try:
+            backend = (make_backend(name, simulate=args.simulate, model=args.model, seed=seed) if args.simulate
+                       else make_backend(name))
+        except ImportError as exc:  # the vendor's Python library (pynvml, amdsmi) is missing
+            print(f"nodeagent: the {name} backend needs its vendor's Python library: {exc}", file=sys.stderr)
+            return 2
         host = SimulatedHostSampler(seed=seed) if args.simulate else None
         agent = Agent(backend, node=args.node_name, labels=args.labels, host=host).start()
         for fault in args.fault:
             kind, _sep, gpu = fault.partition(":")
-            backend.nvml.inject(kind, int(gpu or 0))
+            backend.inject(kind, int(gpu or 0))
         agents[""] = (agent, token)
     server = serve(agents, args.bind, args.port, read_timeout=args.read_timeout,
                    max_connections=args.max_connections or 64 + args.fleet, ssl_context=context)

@@ -5,6 +5,11 @@ seen), so the output passes ``promtool check metrics`` and a scrape always lists
 The DCGM names keep DCGM's spelling (upper case, ``_TOTAL`` inside names of gauges) because dashboards and
 alerts written for ``dcgm-exporter`` look for exactly those; the agent's own families follow Prometheus'
 rules (units spelled out, no abbreviations).
+
+Every vendor's devices go out under these same names (the DCGM names mean "the accelerator's utilisation,
+memory…", whoever made it), each device series labelled with ``vendor`` (``nvidia``, ``amd``, ``huawei``,
+``cambricon``, ``hygon``) so a dashboard can split or filter a mixed fleet; ``gpuportal_gpu_info`` adds the
+catalogue's ``model`` per device.
 """
 
 from __future__ import annotations
@@ -55,17 +60,28 @@ def _family(lines: list[str], metric: str, help_text: str) -> None:
 def render(snapshot: dict) -> str:
     lines: list[str] = []
     node = _escape(snapshot.get("node", ""))
+    default_vendor = snapshot.get("vendor") or "nvidia"  # an agent before vendors were reported read NVML
+
+    def vendor(gpu) -> str:
+        return _escape(gpu.get("vendor") or default_vendor)
+
     for metric, field, help_text, scale in GPU_SERIES:
         _family(lines, metric, help_text)
         for gpu in snapshot.get("gpus", []):
             value = gpu.get(field)
             if value is None:
                 continue
-            labels = f'gpu="{gpu["index"]}",UUID="{_escape(gpu.get("uuid", ""))}",Hostname="{node}"'
+            labels = (f'gpu="{gpu["index"]}",UUID="{_escape(gpu.get("uuid", ""))}",Hostname="{node}",'
+                      f'vendor="{vendor(gpu)}"')
             lines.append(f"{metric}{{{labels}}} {_number(value * scale)}")
-    _family(lines, "gpuportal_gpu_lost", "1 when the GPU stopped answering NVML.")
+    _family(lines, "gpuportal_gpu_lost", "1 when the device stopped answering its vendor's library or tool.")
     for gpu in snapshot.get("gpus", []):
-        lines.append(f'gpuportal_gpu_lost{{gpu="{gpu["index"]}",Hostname="{node}"}} {int(gpu.get("state") == "lost")}')
+        lines.append(f'gpuportal_gpu_lost{{gpu="{gpu["index"]}",Hostname="{node}",vendor="{vendor(gpu)}"}} '
+                     f'{int(gpu.get("state") == "lost")}')
+    _family(lines, "gpuportal_gpu_info", "Always 1; the labels say the device's vendor and catalogue model.")
+    for gpu in snapshot.get("gpus", []):
+        lines.append(f'gpuportal_gpu_info{{gpu="{gpu["index"]}",UUID="{_escape(gpu.get("uuid", ""))}",'
+                     f'Hostname="{node}",vendor="{vendor(gpu)}",model="{_escape(gpu.get("model") or "")}"}} 1')
     host = snapshot.get("host", {})
     for metric, field, help_text in HOST_SERIES:
         _family(lines, metric, help_text)

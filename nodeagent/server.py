@@ -198,7 +198,7 @@ class AgentRequestHandler(BaseHTTPRequestHandler):
         try:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
-            entry[0].backend.nvml.inject(body.get("kind", ""), int(body.get("gpu", 0)))
+            entry[0].backend.inject(body.get("kind", ""), int(body.get("gpu", 0)))
         except (ValueError, AttributeError, TypeError) as exc:
             return self._json(400, {"detail": str(exc)})
         return self._json(200, {"injected": body.get("kind"), "gpu": body.get("gpu", 0)})

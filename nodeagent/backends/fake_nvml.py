@@ -7,7 +7,9 @@ benchmarks. Faults can be injected while it runs (:meth:`FakeNvml.inject`):
 * ``dbe`` — a double-bit ECC error: volatile DBE count and retired pages go up, an XID 48 event;
 * ``lost`` — the GPU stops answering, with no event;
 * ``hang`` — every NVML call blocks (a wedged driver), so the agent stops answering;
-* ``clear`` — all faults gone (a repaired node).
+* ``clear`` — all faults gone (a repaired node);
+* ``offbus`` (the other vendors' name for ``xid79``) and ``alarm`` (single-bit ECC errors rising, a warning):
+  the same fault names work on every vendor's simulation.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ MODELS = {  # name, memory MiB, max power W
     "L40S": ("NVIDIA L40S", 46068, 350),
     "H200": ("NVIDIA H200", 143771, 700),
 }
-FAULTS = ("xid79", "dbe", "lost", "hang", "clear")
+FAULTS = ("xid79", "offbus", "dbe", "alarm", "lost", "hang", "clear")
 
 
 class _Handle:
@@ -71,13 +73,15 @@ class FakeNvml:
             raise ValueError(f"unknown fault {kind!r}; known: {', '.join(FAULTS)}")
         if kind != "clear" and kind != "hang" and not 0 <= gpu < self.count:
             raise ValueError(f"gpu must be 0..{self.count - 1}")
-        if kind == "xid79":
+        if kind in ("xid79", "offbus"):
             self._event(gpu, 79)
             self.lost[gpu] = True
         elif kind == "dbe":
             self.dbe[gpu] += 1
             self.retired[gpu] += 1
             self._event(gpu, 48)
+        elif kind == "alarm":
+            self.sbe[gpu] += 8
         elif kind == "lost":
             self.lost[gpu] = True
         elif kind == "hang":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 from collections import deque
@@ -32,6 +33,18 @@ def _text(value):
     return value.decode() if isinstance(value, bytes) else value
 
 
+def nvidia_model(name: str) -> str:
+    """The catalogue's model for NVML's product name: ``NVIDIA H100 80GB HBM3`` -> ``H100``, ``NVIDIA
+    A100-SXM4-80GB`` -> ``A100``, ``Tesla V100-SXM2-32GB`` -> ``V100``, ``NVIDIA RTX A6000`` -> ``RTX A6000``."""
+    words = [w for w in (name or "").split() if w not in ("NVIDIA", "Tesla", "GeForce", "Quadro")]
+    if not words:
+        return (name or "").strip()
+    first = re.split(r"-", words[0])[0]
+    if first in ("RTX", "GTX", "TITAN") and len(words) > 1:
+        return f"{first} {words[1].split('-')[0]}"
+    return first
+
+
 class NvmlBackend(DeviceBackend):
     vendor = "nvidia"
     resource_name = "nvidia.com/gpu"
@@ -46,6 +59,11 @@ class NvmlBackend(DeviceBackend):
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
         self._last_xid: dict[int, int] = {}
+        self._models: dict[int, str] = {}
+
+    @property
+    def simulation(self):
+        return self.nvml if hasattr(self.nvml, "inject") else None
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -99,7 +117,10 @@ class NvmlBackend(DeviceBackend):
             name = _text(nvml.nvmlDeviceGetName(handle))
             memory = nvml.nvmlDeviceGetMemoryInfo(handle)
         except nvml.NVMLError as exc:
-            return {"index": index, "state": "lost", "error": str(exc), "last_xid": self._last_xid.get(index)}
+            lost = {"index": index, "state": "lost", "error": str(exc), "last_xid": self._last_xid.get(index),
+                    "vendor": self.vendor}
+            return {**lost, "model": self._models[index]} if index in self._models else lost
+        self._models[index] = nvidia_model(name)
         utilization = self._call(nvml.nvmlDeviceGetUtilizationRates, handle)
         power = self._call(nvml.nvmlDeviceGetPowerUsage, handle)
         energy = self._call(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
@@ -108,7 +129,8 @@ class NvmlBackend(DeviceBackend):
         retired = self._call(nvml.nvmlDeviceGetRetiredPages, handle,
                              nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
         return {
-            "index": index, "uuid": uuid, "name": name, "state": "ok",
+            "index": index, "uuid": uuid, "name": name, "model": self._models[index], "vendor": self.vendor,
+            "state": "ok",
             "memory_total_mb": memory.total // 2**20, "memory_used_mb": memory.used // 2**20,
             "utilization_gpu": getattr(utilization, "gpu", None),
             "utilization_memory": getattr(utilization, "memory", None),

@@ -10,7 +10,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from . import occupancy
-from .models import AdminState, Health, Node
+from .catalogue import accelerator_models
+from .models import AdminState, Health, Node, Vendor
 
 
 @dataclass
@@ -30,6 +31,13 @@ class ModelCapacity:
     largest_in_rack_where: str = ""
     largest_in_cluster: int = 0
     node_rows: list = field(default_factory=list)
+    vendor: str = ""  # from the accelerator catalogue ("" for a model it does not know)
+    memory_gb: int = 0
+    interconnect: str = ""
+
+    @property
+    def vendor_label(self) -> str:
+        return str(dict(Vendor.choices).get(self.vendor, self.vendor))
 
     @property
     def allocated_pct(self) -> float:
@@ -66,6 +74,10 @@ def capacity_summary(with_nodes: bool = False) -> list[ModelCapacity]:
         free_by.setdefault((node.gpu_model, "cluster", node.cluster.name), []).append(free)
         if with_nodes:
             row.node_rows.append({"node": node, "gpus": gpus, "busy": busy, "taken": taken, "free": free})
+    for name, model in accelerator_models().items():
+        if name in summary:
+            summary[name].vendor, summary[name].memory_gb = model.vendor, model.memory_gb
+            summary[name].interconnect = model.interconnect
     for key, frees in free_by.items():
         row, best = summary[key[0]], largest_gang(frees)
         if key[1] == "rack" and best > row.largest_in_rack:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 
-from .tools import TrackedBackend
+from .tools import ToolError, TrackedBackend
 
 
 def amd_model(market_name: str) -> str:
@@ -48,8 +48,6 @@ class AmdSmiBackend(TrackedBackend):
         return self.amdsmi if hasattr(self.amdsmi, "inject") else None
 
     def _start(self) -> None:
-        from .tools import ToolError
-
         lib = self.amdsmi
         try:
             lib.amdsmi_init(lib.AmdSmiInitFlags.INIT_AMD_GPUS)
@@ -102,7 +100,7 @@ class AmdSmiBackend(TrackedBackend):
             uuid = lib.amdsmi_get_gpu_device_uuid(handle)
             vram = lib.amdsmi_get_gpu_vram_usage(handle)
         except lib.AmdSmiException as exc:
-            return {"index": index, "state": "lost", "listed": True, "error": str(exc).replace("\n", " ").strip()}
+            return {"index": index, "state": "lost", "listed": True, "error": " ".join(str(exc).split())}
         activity = self._call(lib.amdsmi_get_gpu_activity, handle) or {}
         power = self._call(lib.amdsmi_get_power_info, handle) or {}
         watts = _value(power.get("average_socket_power")) or _value(power.get("current_socket_power"))

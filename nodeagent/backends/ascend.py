@@ -9,6 +9,8 @@ once per chip. The runner is injectable: the simulation (:mod:`.fake_npusmi`) an
 
 from __future__ import annotations
 
+import contextlib
+
 from .parsers import npu_smi
 from .tools import Runner, ToolError, TrackedBackend, command_runner, link_name, number
 
@@ -49,18 +51,26 @@ class AscendBackend(TrackedBackend):
                 "serial": serial or None, "firmware_version": board.get("Firmware Version")}
         return self._identity[(npu, chip)]
 
+    def _index_of(self, place: tuple[int, int]) -> int:
+        """The agent's index of a chip: chips in the order first listed, kept when others disappear (npu-smi
+        numbers NPUs and their chips; a card with two chips gives two devices)."""
+        for index, known in self._places.items():
+            if known == place:
+                return index
+        index = len(self._places)
+        self._places[index] = place
+        return index
+
     def _read(self) -> list[dict]:
         devices = []
-        for index, chip in enumerate(npu_smi.parse_info(self.run(["info"]))):
+        for chip in npu_smi.parse_info(self.run(["info"])):
             where = ["-i", str(chip["npu"]), "-c", str(chip["chip"])]
-            self._places[index] = (chip["npu"], chip["chip"])
+            index = self._index_of((chip["npu"], chip["chip"]))
             health = (chip["health"] or "").strip()
             alarm = {"health": health or None, "codes": [], "text": ""}
             if health.upper() != "OK":
-                try:
+                with contextlib.suppress(ToolError):
                     alarm = npu_smi.parse_health(self.run(["info", "-t", "health", *where]))
-                except ToolError:
-                    pass
             base = {"index": index, "npu_id": chip["npu"], "chip_id": chip["chip"], "bus_id": chip["bus_id"],
                     "name": f"Ascend {chip['name']}", "model": npu_smi.ascend_model(chip["name"]),
                     "health": alarm["health"] or health or None, "alarm_codes": alarm["codes"],

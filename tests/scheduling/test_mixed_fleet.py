@@ -131,3 +131,10 @@ def test_a_set_the_fleet_does_not_have_is_refused_naming_the_part(mixed, api):
     assert "vendor:cambricon" in str(refused.value)
     big = _submit(mixed["user"], gpu_model="", accept_models="memory>=100", gpus_per_node=1, name="big-memory")
     assert big.gpu_model == "MI300X" and not Job.objects.filter(pk=big.pk, gpu_model="Ascend910B").exists()
+
+
+def test_the_cluster_page_shows_each_models_vendor_memory_and_interconnect(mixed, client):
+    client.force_login(mixed["user"])
+    page = client.get("/cluster/").content.decode()
+    assert "AMD · 192 GB · Infinity Fabric (XGMI)" in page and "Huawei Ascend · 64 GB · HCCS" in page
+    assert "NVIDIA · 80 GB · NVLink" in page  # the NVIDIA models beside them, in the same pool

@@ -120,6 +120,7 @@ SUBMIT_OPTIONS = (
     ("name", str, _("job name; one is made up if empty")),
     ("task_type", str, _("task type code: inference, training, research, notebook, evaluation, test")),
     ("gpu_model", str, _("GPU model, e.g. A100")),
+    ("accept_models", str, _("other models it may run on: A100,H100, vendor:amd or memory>=80")),
     ("gpus_per_node", int, _("GPUs per node")),
     ("nodes", int, _("number of nodes (default 1)")),
     ("topology", str, _("any, same_node, same_rack or same_network_domain")),

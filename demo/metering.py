@@ -22,7 +22,7 @@ from metering.rollup import rollup
 from scheduling.models import JobAllocation
 
 #: Demo prices per GPU-hour; A100 got cheaper at the start of last month (a price history to show).
-DEMO_PRICES = {"H100": "3.50", "A100": "2.20", "L40S": "1.10"}
+DEMO_PRICES = {"H100": "3.50", "A100": "2.20", "L40S": "1.10", "Ascend910B": "1.80", "MI300X": "2.60"}
 A100_LATER_PRICE = "1.90"
 READING_INTERVAL = timedelta(hours=1)
 

@@ -203,8 +203,8 @@ def test_agent_metrics_pass_promtool_with_faults_showing(faulty_agent):
     assert_lint_clean(text)
     values = sample_values(text)
     # A lost GPU no longer tells its UUID: its series carry an empty one.
-    assert values['DCGM_FI_DEV_XID_ERRORS{gpu="2",UUID="",Hostname="gpu-node-7"}'] == 79
-    assert values['gpuportal_gpu_lost{gpu="2",Hostname="gpu-node-7"}'] == 1
+    assert values['DCGM_FI_DEV_XID_ERRORS{gpu="2",UUID="",Hostname="gpu-node-7",vendor="nvidia"}'] == 79
+    assert values['gpuportal_gpu_lost{gpu="2",Hostname="gpu-node-7",vendor="nvidia"}'] == 1
     assert [v for k, v in values.items() if k.startswith('DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="1"')] == [1]
     for metric, _field, _help in agent_metrics.HOST_SERIES:  # declared even before a rate can be measured
         assert f"# HELP {metric} " in text and f"# TYPE {metric} gauge" in text

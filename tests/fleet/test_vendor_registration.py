@@ -12,6 +12,8 @@ from nodeagent.server import serve
 from nodeagent.system import SimulatedHostSampler
 from tests.factories import make_node
 
+#: Transactional: the agents answer from their own threads. The flush empties the catalogue the migrations
+#: seed, so each test creates the models it relies on.
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -69,7 +71,8 @@ def test_a_new_model_enters_the_catalogue_with_its_vendor(agents):
     assert (model.vendor, model.memory_gb) == ("amd", 64)
     poll(node)
     assert AcceleratorModel.objects.filter(name="MI325X").count() == 1
-    known = AcceleratorModel.objects.get(name="MI300X")
+    known = AcceleratorModel.objects.create(name="MI300X", vendor="amd", memory_gb=192,
+                                            interconnect="Infinity Fabric (XGMI)")
     before = (known.vendor, known.memory_gb, known.interconnect)
     other, _b = agents("amd", "MI300X")
     poll(other)
@@ -113,6 +116,7 @@ def test_a_failed_npu_makes_its_gpu_unhealthy_with_the_alarm_as_the_reason(agent
 def test_simulated_cluster_nodes_read_through_their_vendors_simulation(transactional_db):
     from fleet import polling
 
+    AcceleratorModel.objects.create(name="Ascend910B", vendor="huawei", memory_gb=64, interconnect="HCCS")
     cluster = Cluster.objects.create(name="sim-mixed")
     node = make_node(cluster, "sim-ascend", "Ascend910B", gpus=2)
     try:

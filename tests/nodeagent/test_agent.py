@@ -94,7 +94,7 @@ def test_metrics_use_dcgm_names(running_agent):
     assert status == 200
     assert 'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-' in text
     assert "DCGM_FI_DEV_FB_USED{" in text and "# TYPE DCGM_FI_DEV_GPU_TEMP gauge" in text
-    assert 'gpuportal_gpu_lost{gpu="3",Hostname="gpu-node-1"} 0' in text
+    assert 'gpuportal_gpu_lost{gpu="3",Hostname="gpu-node-1",vendor="nvidia"} 0' in text
 
 
 def test_xid79_gpu_falls_off_the_bus(running_agent):
@@ -105,7 +105,7 @@ def test_xid79_gpu_falls_off_the_bus(running_agent):
     assert snap["errors"][0]["xid"] == 79 and snap["errors"][0]["critical"] is True
     assert snap["errors"][0]["gpu_index"] == 2 and "fallen off the bus" in snap["errors"][0]["message"]
     assert [g["state"] for g in snap["gpus"]] == ["ok", "ok", "lost", "ok"]
-    assert 'gpuportal_gpu_lost{gpu="2",Hostname="gpu-node-1"} 1' in get(f"{base}/metrics")[1]
+    assert 'gpuportal_gpu_lost{gpu="2",Hostname="gpu-node-1",vendor="nvidia"} 1' in get(f"{base}/metrics")[1]
 
 
 def test_double_bit_ecc_error(running_agent):

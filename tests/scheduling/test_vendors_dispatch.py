@@ -177,3 +177,16 @@ def test_the_clusters_resource_names_override_the_defaults(mixed, users):
     hard = mixed.fake.get("resourcequotas", "gp-vision", "gpuportal-gpus")["spec"]["hard"]
     assert hard["requests.huawei.com/Ascend910B"] == "8" and hard["requests.cambricon.com/mlu370"] == "8"
     assert "requests.huawei.com/Ascend910" not in hard and hard["requests.amd.com/gpu"] == "8"
+
+
+def test_k8s_manifests_for_a_vendors_job_shows_the_clusters_names(mixed, users):
+    Cluster.objects.filter(pk=mixed.cluster.pk).update(accelerator_resources={"huawei": "huawei.com/Ascend910B"})
+    job = submit(users, "Ascend910B")
+    out = io.StringIO()
+    call_command("k8s_manifests", job=job.pk, stdout=out)
+    objects = [o for o in yaml.safe_load_all(out.getvalue()) if o]
+    [k8s_job] = [o for o in objects if o["kind"] == "Job"]
+    assert container_of(k8s_job)["resources"]["limits"] == {"huawei.com/Ascend910B": "4"}
+    assert env_of(k8s_job)["GPUPORTAL_ACCELERATOR_VENDOR"] == "huawei"
+    [quota] = [o for o in objects if o["kind"] == "ResourceQuota"]
+    assert quota["spec"]["hard"]["requests.huawei.com/Ascend910B"] == "8"

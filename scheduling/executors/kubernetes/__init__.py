@@ -49,7 +49,7 @@ def accelerator_of(job, nodes) -> tuple[str, str]:
         return job.accelerator_model, job.accelerator_vendor
     model = (Node.objects.filter(name__in=list(nodes)).values_list("gpu_model", flat=True).first() if nodes
              else None) or job.gpu_model or ""
-    return model, vendor_of(model)
+    return model, str(vendor_of(model))  # a plain string: it travels into YAML and JSON
 
 
 def spec_for(job, nodes=None) -> manifests.JobSpec:

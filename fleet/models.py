@@ -73,12 +73,14 @@ class Cluster(TimeStampedModel):
                                         help_text=_("One namespace per tenant: prefix + tenant name."))
     gpu_share_resources = models.JSONField(
         _("GPU share resources"), default=dict, blank=True,
-        help_text=_('Extended resources for a share of a GPU, e.g. {"nvidia.com/gpu": 1, '
-                    '"nvidia.com/gpumem-percentage": "{percent}", "nvidia.com/gpucores": "{percent}"} (HAMi).'))
+        help_text=_('Extended resources for a share of a device: one mapping for NVIDIA, e.g. {"nvidia.com/gpu": 1, '
+                    '"nvidia.com/gpumem-percentage": "{percent}", "nvidia.com/gpucores": "{percent}"} (HAMi), or one '
+                    'entry per vendor (a mapping, or a list of vNPU templates by share for Ascend).'))
     accelerator_resources = models.JSONField(
         _("accelerator resources"), default=dict, blank=True,
-        help_text=_('The extended resource per vendor where this cluster\'s device plugins name it otherwise, e.g. '
-                    '{"huawei": "huawei.com/Ascend910B"}; empty: each vendor\'s usual name.'))
+        help_text=_('The extended resource per vendor or per model where this cluster\'s device plugins name it '
+                    'otherwise, e.g. {"huawei": "huawei.com/Ascend910B"}; a model\'s entry wins over its vendor\'s; '
+                    'empty: each vendor\'s usual name.'))
     tenant_storage_gib = models.PositiveIntegerField(_("storage claim per tenant (GiB)"), default=0,
                                                      help_text=_("0: no per-tenant data claim."))
     storage_class = models.CharField(_("storage class"), max_length=100, blank=True)

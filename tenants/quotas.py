@@ -67,7 +67,8 @@ def effective_quotas(quotas=None, now: datetime | None = None) -> list[Effective
 
 
 def tenant_gpu_limit(tenant, now: datetime | None = None) -> int:
-    """All models together: the number a tenant's Kubernetes ResourceQuota enforces."""
+    """All models together (the Kubernetes executor enforces it per vendor's extended resource:
+    ``tenant_device_limits``)."""
     return sum(q.effective_limit for q in effective_quotas(Quota.objects.filter(tenant=tenant), now))
 
 

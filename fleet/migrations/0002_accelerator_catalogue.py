@@ -49,7 +49,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='cluster',
             name='accelerator_resources',
-            field=models.JSONField(blank=True, default=dict, help_text='The extended resource per vendor where this cluster\'s device plugins name it otherwise, e.g. {"huawei": "huawei.com/Ascend910B"}; empty: each vendor\'s usual name.', verbose_name='accelerator resources'),
+            field=models.JSONField(blank=True, default=dict, help_text='The extended resource per vendor or per model where this cluster\'s device plugins name it otherwise, e.g. {"huawei": "huawei.com/Ascend910B"}; a model\'s entry wins over its vendor\'s; empty: each vendor\'s usual name.', verbose_name='accelerator resources'),
+        ),
+        migrations.AlterField(
+            model_name='cluster',
+            name='gpu_share_resources',
+            field=models.JSONField(blank=True, default=dict, help_text='Extended resources for a share of a device: one mapping for NVIDIA, e.g. {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": "{percent}", "nvidia.com/gpucores": "{percent}"} (HAMi), or one entry per vendor (a mapping, or a list of vNPU templates by share for Ascend).', verbose_name='GPU share resources'),
         ),
         migrations.RunPython(add_known_models, migrations.RunPython.noop),
     ]

@@ -76,8 +76,8 @@ SUBMIT_FIELDS: tuple[SubmitField, ...] = (
     SubmitField("gpu_model", "text", gettext_lazy("GPU model"), gettext_lazy("A GPU model the cluster has."),
                 required=True, max_length=64),
     SubmitField("accept_models", "text", gettext_lazy("Acceptable models"), gettext_lazy(
-        "Optional: other models it may run on, e.g. A100,H100, vendor:amd or memory>=80 (GB); each is held to "
-        "its own quota and the job lands only on one of them."), max_length=500),
+        'Optional: other models it may run on, e.g. "A100,H100", "vendor:amd" or "memory>=80" (GB); each is held '
+        'to its own quota and the job lands only on one of them.'), max_length=500),
     SubmitField("gpus_per_node", "int", gettext_lazy("GPUs per node"), required=True, min_value=1, default=1),
     SubmitField("nodes", "int", gettext_lazy("Nodes"), min_value=1, default=1),
     SubmitField("topology", "choice", gettext_lazy("Topology"), gettext_lazy("Where the nodes of a multi-node job "

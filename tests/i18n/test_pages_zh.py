@@ -58,7 +58,7 @@ LATIN_WORDS = {
     "nccl", "ecc", "xid", "uuid", "sha", "http", "https", "bearer", "kubernetes", "kubeconfig", "infiniband",
     "pod", "iana", "ascii", "nul", "hami", "oomkilled", "yyyy", "english", "readme", "cookie", "webhook", "post",
     "usd", "eur", "cny", "ldap", "tls", "oidc", "pkce", "jupyter", "pytorch", "deepspeed", "vllm", "torchrun",
-    "ddp", "zero", "python", "openai",
+    "ddp", "zero", "python", "openai", "nvidia", "amd", "nvlink", "pcie", "hccs", "xgmi", "mlu", "dcu", "npu",
 }
 
 #: The last lines of the failed job's log (program output, shown as evidence).
@@ -339,7 +339,7 @@ CODE = re.compile(r"[a-z][a-z0-9_]*")
 LITERAL = re.compile(r"(?<![\w.])/[\w{}\-./]*|(?:\b(?:cn|ou|dc|uid|o)=[\w.-]+,?)+|\bOpenID Connect\b"
                      # and what a reader types or a program reads, as the help shows it: JSON examples, quoted
                      # names, {placeholders}, environment variables and field names
-                     r"|\[\{[^\]]*\]|\[\.\.\.\]|\{\w+\}|\{\"(?:[^{}]|\{\w+\})*\}|\"[\w.:/-]*\""
+                     r"|\[\{[^\]]*\]|\[\.\.\.\]|\{\w+\}|\{\"(?:[^{}]|\{\w+\})*\}|\"[\w.:/,>=-]*\""
                      r"|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\b[A-Z]{5,}\b|\b[a-z]+(?:_[a-z0-9]+)+\b")
 
 

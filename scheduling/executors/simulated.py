@@ -29,6 +29,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from fleet.catalogue import vendor_of
 from gpuportal.formatting import duration_text
 from gpuportal.phrases import Phrase
 
@@ -263,5 +264,6 @@ def diagnose_simulated(job, category: str, now) -> Diagnosis:
                 for i, lines in simulated_log.pod_streams(run, tail).items()}
         failing = run.nodes.index(fault["node"]) if fault and fault.get("node") in run.nodes else 0
         pods = [_pod(run, i, node, category, failing, fault) for i, node in enumerate(run.nodes)]
-    found = diagnose(pods, node_count=job.node_count, conditions=conditions, agent_fault=fault, logs=logs)
+    found = diagnose(pods, node_count=job.node_count, conditions=conditions, agent_fault=fault, logs=logs,
+                     vendor=run.vendor if run is not None else vendor_of(job.gpu_model))
     return found or Diagnosis(category, str(FailureCategory(category).label), "")

@@ -14,6 +14,7 @@ from fleet.catalogue import gpu_model_catalogue
 from fleet.models import Cluster, Node
 from scheduling import engine, submission
 from scheduling.models import Job, JobStatus
+from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload
 from tests.factories import make_node, make_task_type, make_tenant, make_user
 
@@ -138,3 +139,22 @@ def test_the_cluster_page_shows_each_models_vendor_memory_and_interconnect(mixed
     page = client.get("/cluster/").content.decode()
     assert "AMD · 192 GB · Infinity Fabric (XGMI)" in page and "Huawei Ascend · 64 GB · HCCS" in page
     assert "NVIDIA · 80 GB · NVLink" in page  # the NVIDIA models beside them, in the same pool
+
+
+@pytest.mark.parametrize(("model", "outcome", "nodes", "expected"), [
+    ("Ascend910B", "communication", 2, "HCCL"), ("MI300X", "out_of_memory", 1, "HIP out of memory"),
+    ("Ascend910B", "gpu_fault", 1, "npu-smi")])
+def test_a_simulated_failure_reads_as_its_vendors(mixed, settings, model, outcome, nodes, expected):
+    """The simulated cluster's logs are those of the vendor's stack, and its rules diagnose them."""
+    settings.SIMULATION_TIME_SCALE = 1e-6
+    job = _submit(mixed["user"], gpu_model=model, gpus_per_node=8 if nodes > 1 else 1, nodes=nodes,
+                  command=f"sim:outcome={outcome} sim:minutes=30")
+    for _round in range(40):
+        sync_job_status()
+        job.refresh_from_db()
+        if job.executor_state.get("attempts"):
+            break
+    attempt = job.executor_state["attempts"][0]
+    text = f"{attempt['message']} {attempt.get('advice', '')} {attempt.get('evidence', {})}"
+    assert expected in text, attempt
+    assert "CUDA" not in attempt["message"] and "NCCL" not in attempt["message"]

@@ -5,7 +5,8 @@ PY=${PY:-.venv/bin/python}
 ADDR=${ADDR:-127.0.0.1:8000}
 "$PY" manage.py scheduler_loop &
 LOOP=$!
-trap 'kill $LOOP 2>/dev/null || true' EXIT INT TERM
+# on the way out, the loop and the notebook and service stand-ins of the simulated cluster stop too
+trap 'kill $LOOP 2>/dev/null || true; "$PY" manage.py shell -c "from scheduling.executors import simulated_serving; simulated_serving.stop_all()" >/dev/null 2>&1 || true' EXIT INT TERM
 cat <<MSG
 
   GPU Portal demo: http://$ADDR/   (API docs: http://$ADDR/api/docs/)

@@ -231,6 +231,9 @@ class _Pass:
         if job.fractional or job.nodes == 1:
             if best >= need and free >= job.slots:
                 return WaitReason.HOST_RESOURCES, stats
+            if not job.fractional and free >= need:  # enough in total, none of it in one place
+                return WaitReason.FRAGMENTED, stats | {"nodes_with_free": sum(
+                    1 for m in models for n in self.cap.models.get(m, ()) if self.cap.whole_count[n] > 0)}
             return WaitReason.INSUFFICIENT_GPUS, stats
         if job.topology in ("same_rack", "same_network_domain"):
             level = "rack" if job.topology == "same_rack" else "network_domain"

@@ -32,6 +32,7 @@ class WaitReason(StrEnum):
     PREEMPTION_PENDING = "preemption_pending"
     HOST_RESOURCES = "host_resources"
     ARRAY_LIMIT = "array_limit"
+    FRAGMENTED = "fragmented"
 
     @property
     def label(self) -> str:
@@ -59,6 +60,7 @@ LABELS = {
     WaitReason.PREEMPTION_PENDING: gettext_noop("Waiting for preempted jobs to release GPUs"),
     WaitReason.HOST_RESOURCES: gettext_noop("Not enough CPU or memory beside free GPUs"),
     WaitReason.ARRAY_LIMIT: gettext_noop("Its array runs as many tasks as it may"),
+    WaitReason.FRAGMENTED: gettext_noop("Enough free GPUs, but scattered over nodes"),
 }
 
 TEMPLATES = {
@@ -108,6 +110,10 @@ TEMPLATES = {
     WaitReason.ARRAY_LIMIT: gettext_noop(
         "Array %(array)s may run %(limit)d tasks at once and runs %(running)d; this task starts when one of them "
         "ends."),
+    WaitReason.FRAGMENTED: gettext_noop(
+        "%(total_free)d %(gpu_model)s GPUs are free in total, enough for the %(requested)g this job needs on one "
+        "node, but they are scattered over %(nodes_with_free)d nodes: the most free on any one node is "
+        "%(best_free)d."),
 }
 
 

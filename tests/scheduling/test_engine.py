@@ -375,7 +375,8 @@ def test_backfill_never_delays_the_head_jobs_estimated_start(node_gpus, jobs, ru
     with_backfill = schedule(base)
     without = schedule(Snapshot(**{**base.__dict__, "policy": Policy(preemption=False, backfill=False)}))
     head = next((w for w in without.waiting if w.reason in (
-        WaitReason.INSUFFICIENT_GPUS, WaitReason.GANG_UNPLACEABLE, WaitReason.TOPOLOGY)), None)
+        WaitReason.INSUFFICIENT_GPUS, WaitReason.FRAGMENTED, WaitReason.GANG_UNPLACEABLE, WaitReason.TOPOLOGY)),
+        None)
     if head is None or head.estimated_start is None:
         return
     after = with_backfill.wait_for(head.job_id)

@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from scheduling import submission
+from scheduling import engine, submission
 from scheduling.models import Job, JobStatus, WaitReason
 from scheduling.scheduler import run_pass
 from tests.conftest import job_payload
@@ -104,3 +104,17 @@ def test_wait_reason_sentence_is_translated_for_the_reader(users):
     with translation.override("zh-hans"):  # the reader's language, numbers filled in
         assert blocked.wait_reason_message.startswith(
             "租户 vision 已使用其 16 个 A100 GPU 中的 16 个；该作业还需要 8 个")
+
+
+def test_a_job_blocked_by_fragmentation_says_so_with_the_numbers():
+    """Enough free GPUs in total, none of the nodes holds the job: the reason is the fragmentation."""
+    nodes = tuple(engine.NodeSnapshot(i, f"n{i}", "A100", tuple(range(8))) for i in (1, 2, 3))
+    running = tuple(engine.RunningJob(10 + i, "t", "A100", (engine.Placement(i, tuple(range(5))),), preemptible=False)
+                    for i in (1, 2, 3))  # 3 free on each node: 9 in total
+    waiting = (engine.WaitingJob(1, "t", "A100", 4, preemptible=False),)
+    result = engine.schedule(engine.Snapshot(nodes=nodes, running=running, waiting=waiting, now=1.0,
+                                             quotas=(engine.QuotaSnapshot("t", "A100", 32, 32),)))
+    wait = result.wait_for(1)
+    assert wait.reason == engine.WaitReason.FRAGMENTED
+    assert wait.message == ("9 A100 GPUs are free in total, enough for the 4 this job needs on one node, but they "
+                            "are scattered over 3 nodes: the most free on any one node is 3.")

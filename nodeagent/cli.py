@@ -118,11 +118,11 @@ def main(argv=None) -> int:
         # a fleet's token file may hold one "name token" line per agent, or one token for all
         per_agent = dict(line.split(None, 1) for line in token.splitlines() if len(line.split()) == 2)
         for i in range(args.fleet_offset, args.fleet_offset + args.fleet):
-            name = f"node-{i:04d}"
+            node = f"node-{i:04d}"
             backend = make_backend(name, simulate=args.simulate or 8, model=args.model, seed=i)
-            agents[f"/agents/{name}"] = (Agent(backend, node=name, labels=args.labels,
+            agents[f"/agents/{node}"] = (Agent(backend, node=node, labels=args.labels,
                                                host=SimulatedHostSampler(seed=i)).start(),
-                                         per_agent.get(name, token).strip())
+                                         per_agent.get(node, token).strip())
     else:
         # Simulated GPUs get UUIDs seeded by the node's name: two simulated nodes never report the same GPU.
         seed = zlib.crc32((args.node_name or socket.gethostname()).encode())

@@ -18,7 +18,8 @@ that can); the rest of the unallocated GPUs is capacity such a task could still 
 ``[arrived_ratio, allocation_ratio]`` along the way.
 
 Policies (from the paper's descriptions; every one places a task only where it fits — GPU model, free CPU
-and memory, whole free GPUs or a GPU with the share free — and breaks ties by node order):
+and memory, whole free GPUs or a GPU with the share free — and breaks equal scores at random, seeded, as the
+Kubernetes scheduler under the paper's simulator does):
 
 - ``random``: a uniformly random node that fits (its own seeded generator), a random GPU that fits.
 - ``first-fit``: the first node in the node list that fits, its first GPU that fits.
@@ -26,11 +27,11 @@ and memory, whole free GPUs or a GPU with the share free — and breaks ties by 
   + 0.5 x GPUs left / largest node's GPUs``; a shared task on the fullest GPU that fits.
 - ``dot-product`` (Tetris): the node whose free resources, normalised by the node's capacity, have the
   smallest dot product with the task's demand (CPU, GPU); a shared task scored per GPU.
-- ``gpu-packing``: a shared task on an already shared GPU (fullest first); else free GPUs on a node already in
-  use (the fewest whole GPUs left); else an idle node (the smallest).
-- ``clustering`` (Gandiva-style affinity): nodes whose GPU tasks all have the task's shape (GPU count and
-  share) first, then nodes that hold that shape among others, then idle nodes, then nodes of other shapes;
-  the fullest first within each.
+- ``gpu-packing``: a shared task on an already shared GPU (fullest first); else whole free GPUs on a node
+  already in use; else an idle node (the smallest).
+- ``clustering`` (Gandiva-style affinity): tasks are classed as shared-GPU, 1-GPU, 2-GPU, ...; nodes whose GPU
+  tasks are all of the task's class first, then nodes that hold that class among others, then nodes without
+  GPU tasks, then nodes of other classes only; the fullest first within each.
 - ``fgd``: Fragmentation Gradient Descent: the node, and for a shared task the GPU, where the node's
   fragmentation under the target workload grows least.
 - ``default``: our engine's placement — :meth:`scheduling.engine.Capacity.place_gang` with the default
@@ -117,7 +118,7 @@ class Cluster:
         self.mem = [n.memory_mib if n.memory_mib else math.inf for n in nodes]
         self.cpu_cap = [n.cpu_milli or 1 for n in nodes]
         self.whole = list(self.size)  # whole free GPUs per node
-        self.affinity: list[dict[tuple[int, int], int]] = [{} for _ in nodes]
+        self.affinity: list[dict[int, int]] = [{} for _ in nodes]
         self.by_model: dict[str, list[int]] = {}
         for i, node in enumerate(nodes):
             self.by_model.setdefault(node.gpu_model, []).append(i)
@@ -161,13 +162,18 @@ class Cluster:
         self.cpu[i] -= shape.cpu_milli
         self.mem[i] -= shape.memory_mib
         if shape.gpus:
-            key = (shape.gpus, shape.gpu_milli)
+            key = _affinity(shape)
             self.affinity[i][key] = self.affinity[i].get(key, 0) + 1
 
     def fragmentation(self, workload: Workload) -> float:
         """The cluster's fragmentation under ``workload``, in GPUs."""
         return sum(workload.node_fragmentation(self.free[i], self.cpu[i], self.mem[i], self.model[i])
                    for i in range(len(self.nodes)))
+
+
+def _affinity(shape: TaskShape) -> int:
+    """The clustering policy's task class: 0 for a shared GPU, else the number of whole GPUs."""
+    return 0 if shape.gpu_milli < WHOLE else shape.gpus
 
 
 # -- policies: each returns (node index, GPU indices) or None ------------------------------------------------
@@ -194,8 +200,9 @@ class Placer:
             raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
         self.name, self.cluster, self.workload = name, cluster, workload
         self.rng = random.Random(f"placement-{seed}")
-        self.capacity = Capacity(cluster.nodes, placement=Policy().placement) if name == "default" else None
+        self.capacity = _engine_view(cluster) if name == "default" else None
         self._next_id = 0
+        self._shape: TaskShape | None = None
 
     def place(self, shape: TaskShape) -> tuple[int, tuple[int, ...]] | None:
         if self.name == "default":
@@ -203,7 +210,23 @@ class Placer:
         nodes = self.cluster.candidates(shape)
         if not nodes:
             return None
+        self._shape = shape
         return getattr(self, "_" + self.name.replace("-", "_"))(nodes, shape)
+
+    def _pick(self, scored):
+        """The candidate ``(score, node, gpus)`` with the lowest score; equal scores broken uniformly at random
+        (seeded), as the Kubernetes scheduler the paper's simulator builds on does. Without that, ties pile onto
+        the first nodes of the list: FGD left a quarter more GPUs unallocated with node-order tie-breaking."""
+        best, ties = None, 0
+        for candidate in scored:
+            if best is None or candidate[0] < best[0]:
+                best, ties = candidate, 1
+            elif candidate[0] == best[0]:
+                ties += 1
+                if self.rng.randrange(ties) == 0:
+                    best = candidate
+        _score, i, gpus = best
+        return i, gpus if gpus is not None else _gpus_for(self.cluster, i, self._shape)
 
     def _random(self, nodes, shape):
         i = nodes[self.rng.randrange(len(nodes))]
@@ -221,103 +244,91 @@ class Placer:
     def _best_fit(self, nodes, shape):
         c = self.cluster
         request = shape.gpu_request * WHOLE
-
-        def left(i):
-            return (0.5 * (c.cpu[i] - shape.cpu_milli) / c.max_cpu
-                    + 0.5 * (sum(c.free[i]) - request) / (c.max_gpus * WHOLE))
-        i = min(nodes, key=left)
-        return i, _gpus_for(c, i, shape)
+        return self._pick((round(0.5 * (c.cpu[i] - shape.cpu_milli) / c.max_cpu
+                                 + 0.5 * (sum(c.free[i]) - request) / (c.max_gpus * WHOLE), 9), i, None)
+                          for i in nodes)
 
     def _dot_product(self, nodes, shape):
         c = self.cluster
-        best = None
-        for i in nodes:
-            cpu_term = (shape.cpu_milli / c.cpu_cap[i]) * (c.cpu[i] / c.cpu_cap[i])
-            size = c.size[i] * WHOLE
-            if shape.gpus and shape.gpu_milli < WHOLE:
-                for g in c.fitting_gpus(i, shape):
-                    score = (cpu_term + (shape.gpu_milli / WHOLE) * (c.free[i][g] / WHOLE)) / 2
-                    if best is None or score < best[0]:
-                        best = (score, i, (g,))
-            else:
-                score = (cpu_term + (shape.gpu_request * WHOLE / size) * (sum(c.free[i]) / size)) / 2
-                if best is None or score < best[0]:
-                    best = (score, i, None)
-        _score, i, gpus = best
-        return i, gpus if gpus is not None else _gpus_for(c, i, shape)
+
+        def scored():
+            for i in nodes:
+                cpu_term = (shape.cpu_milli / c.cpu_cap[i]) * (c.cpu[i] / c.cpu_cap[i])
+                if shape.gpus and shape.gpu_milli < WHOLE:
+                    for g in c.fitting_gpus(i, shape):
+                        yield round(cpu_term + (shape.gpu_milli / WHOLE) * (c.free[i][g] / WHOLE), 9), i, (g,)
+                else:
+                    size = c.size[i] * WHOLE
+                    yield round(cpu_term + (shape.gpu_request * WHOLE / size) * (sum(c.free[i]) / size), 9), i, None
+        return self._pick(scored())
 
     def _gpu_packing(self, nodes, shape):
         c = self.cluster
         if not shape.gpus:
-            return nodes[0], ()
-        best = None
-        for i in nodes:
-            idle = c.whole[i] == c.size[i]
-            if shape.gpu_milli < WHOLE:
-                shared = [g for g in c.fitting_gpus(i, shape) if c.free[i][g] < WHOLE]
-                if shared:  # tier 0: a GPU that is already shared, the fullest
-                    g = min(shared, key=lambda g: (c.free[i][g], g))
-                    rank = (0, c.free[i][g])
-                    gpus = (g,)
-                else:
-                    rank, gpus = ((2, c.size[i]) if idle else (1, c.whole[i])), None
-            else:
-                rank, gpus = ((2, c.size[i]) if idle else (1, c.whole[i])), None
-            if best is None or rank < best[0]:
-                best = (rank, i, gpus)
-        _rank, i, gpus = best
-        return i, gpus if gpus is not None else _gpus_for(c, i, shape)
+            return self._pick((0, i, ()) for i in nodes)
+
+        def scored():
+            for i in nodes:
+                if shape.gpu_milli < WHOLE:
+                    shared = [g for g in c.fitting_gpus(i, shape) if c.free[i][g] < WHOLE]
+                    if shared:  # tier 0: a GPU that is already shared, the fullest
+                        g = min(shared, key=lambda g: (c.free[i][g], g))
+                        yield (0, c.free[i][g]), i, (g,)
+                        continue
+                idle = c.whole[i] == c.size[i]  # tier 1: a node in use, by the whole GPUs it would take
+                yield ((2, c.size[i]) if idle else (1, shape.gpus if shape.gpu_milli >= WHOLE else 1)), i, None
+        return self._pick(scored())
 
     def _clustering(self, nodes, shape):
         c = self.cluster
         if not shape.gpus:
-            return nodes[0], ()
-        key = (shape.gpus, shape.gpu_milli)
+            return self._pick((0, i, ()) for i in nodes)
+        key = _affinity(shape)
 
-        def rank(i):
-            held = c.affinity[i]
-            if held.get(key):
-                tier = 0 if len(held) == 1 else 1
-            else:
-                tier = 2 if not held else 3
-            return tier, sum(c.free[i])
-        i = min(nodes, key=rank)
-        return i, _gpus_for(c, i, shape)
+        def scored():
+            for i in nodes:
+                held = c.affinity[i]
+                # 0: only this shape here; 1: this shape among others; 2: no GPU task yet; 3: other shapes only
+                tier = (0 if len(held) == 1 else 1) if held.get(key) else (2 if not held else 3)
+                yield (tier, sum(c.free[i])), i, None
+        return self._pick(scored())
 
     def _fgd(self, nodes, shape):
         c, workload = self.cluster, self.workload
         cpu, mem = shape.cpu_milli, shape.memory_mib
-        seen: dict[tuple, tuple[float, tuple[int, ...] | None]] = {}
-        best = None
-        for i in nodes:
+        seen: dict[tuple, tuple[float, tuple[int, ...]]] = {}
+
+        def outcome(i):
+            """The least growth of node ``i``'s fragmentation, and the GPUs that give it."""
             free = c.free[i]
-            state = (c.model[i], tuple(free), c.cpu[i], c.mem[i])
-            found = seen.get(state)
-            if found is None:
-                before = workload.node_fragmentation(free, c.cpu[i], c.mem[i], c.model[i])
-                if shape.gpus and shape.gpu_milli < WHOLE:
-                    found, tried = None, set()
-                    for g in c.fitting_gpus(i, shape):
-                        if free[g] in tried:
-                            continue  # the same free share: the same outcome
-                        tried.add(free[g])
-                        after = list(free)
-                        after[g] -= shape.gpu_milli
-                        delta = workload.node_fragmentation(after, c.cpu[i] - cpu, c.mem[i] - mem, c.model[i]) - before
-                        if found is None or delta < found[0] - 1e-12:
-                            found = (delta, (g,))
-                else:
-                    gpus = c.whole_gpus(i, shape.gpus) if shape.gpus else ()
+            before = workload.node_fragmentation(free, c.cpu[i], c.mem[i], c.model[i])
+            if shape.gpus and shape.gpu_milli < WHOLE:
+                found, tried = None, set()
+                for g in c.fitting_gpus(i, shape):
+                    if free[g] in tried:
+                        continue  # the same free share: the same outcome
+                    tried.add(free[g])
                     after = list(free)
-                    for g in gpus:
-                        after[g] = 0
+                    after[g] -= shape.gpu_milli
                     delta = workload.node_fragmentation(after, c.cpu[i] - cpu, c.mem[i] - mem, c.model[i]) - before
-                    found = (delta, gpus)
-                seen[state] = found
-            if best is None or found[0] < best[0] - 1e-12:
-                best = (found[0], i, found[1])
-        _delta, i, gpus = best
-        return i, gpus
+                    if found is None or round(delta, 9) < found[0]:
+                        found = (round(delta, 9), (g,))
+                return found
+            gpus = c.whole_gpus(i, shape.gpus) if shape.gpus else ()
+            after = list(free)
+            for g in gpus:
+                after[g] = 0
+            delta = workload.node_fragmentation(after, c.cpu[i] - cpu, c.mem[i] - mem, c.model[i]) - before
+            return round(delta, 9), gpus
+
+        def scored():
+            for i in nodes:
+                state = (c.model[i], tuple(c.free[i]), c.cpu[i], c.mem[i])
+                found = seen.get(state)
+                if found is None:
+                    found = seen[state] = outcome(i)
+                yield found[0], i, found[1]
+        return self._pick(scored())
 
     def _default(self, shape):
         self._next_id += 1
@@ -331,6 +342,17 @@ class Placer:
         placement = placements[0]
         self.capacity.take(placements, shape.cpu_milli, shape.memory_mib)
         return self.cluster.index[placement.node_id], tuple(placement.gpu_indices)
+
+
+def _engine_view(cluster: Cluster) -> Capacity:
+    """The engine's capacity view of the cluster as it is now, with the default policy's placement."""
+    capacity = Capacity(cluster.nodes, placement=Policy().placement)
+    for i, node in enumerate(cluster.nodes):
+        used = tuple(Placement(node.id, (g,), WHOLE - f) for g, f in enumerate(cluster.free[i]) if f < WHOLE)
+        cpu = node.cpu_milli - cluster.cpu[i] if node.cpu_milli else 0
+        memory = node.memory_mib - cluster.mem[i] if node.memory_mib else 0
+        capacity.take(used or (Placement(node.id, ()),), cpu, memory)
+    return capacity
 
 
 def _run_one(name: str, nodes: tuple[NodeSnapshot, ...], sequence: list[Task], workload: Workload, seed: int,

@@ -1,20 +1,37 @@
-"""Replay a GPU cluster trace through the scheduling engine (see bench/trace.py) and print one JSON line."""
+"""Replay a GPU cluster trace through the scheduling engine and print JSON.
+
+``--mode time`` (the default): the time-based replay of bench/trace.py, one JSON object with waits and
+utilisation. ``--mode inflation``: the workload-inflation experiment of bench/inflation.py (Weng et al., ATC '23)
+— one JSON object for one ``--policy``, a list for ``--policy all`` (every policy on the same arrivals)."""
 
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from bench.inflation import POLICIES
+from bench.inflation import run as run_inflation
 from bench.trace import replay
 from scheduling.engine import Policy
 
 
 class Command(BaseCommand):
-    help = "Replay ../shared/traces/openb through the engine in simulated time; JSON with waits and utilisation."
+    help = ("Replay ../shared/traces/openb through the engine in simulated time (JSON with waits and utilisation), "
+            "or run the workload-inflation placement experiment (--mode inflation).")
 
     def add_arguments(self, parser):
         parser.add_argument("--nodes", required=True, help="openb_node_list_gpu_node.csv")
         parser.add_argument("--pods", required=True, help="openb_pod_list_*.csv")
-        parser.add_argument("--policy", default="default", help="default or first-fit")
+        parser.add_argument("--mode", choices=("time", "inflation"), default="time",
+                            help="time: replay in simulated time; inflation: tasks arrive until their GPU requests "
+                                 "reach --inflation x capacity, nothing departs (placement quality).")
+        parser.add_argument("--policy", default="default",
+                            help="time mode: default or first-fit; inflation mode: " + ", ".join(POLICIES) + " or all")
+        parser.add_argument("--seed", type=int, default=42, help="inflation mode: seed of the task sampling.")
+        parser.add_argument("--inflation", type=float, default=1.3,
+                            help="inflation mode: arrivals stop once their GPU requests reach this x capacity.")
+        parser.add_argument("--order", choices=("sample", "file"), default="sample",
+                            help="inflation mode: sample (seeded, with replacement) or file (each task once, in the "
+                                 "pod list's order).")
         parser.add_argument("--time-scale", type=float, default=1.0, help="Multiply arrival times (0.1: 10x denser).")
         parser.add_argument("--node-fraction", type=float, default=1.0, help="Share of each GPU-model group kept.")
         parser.add_argument("--pass-interval", type=float, default=0.0,
@@ -27,6 +44,9 @@ class Command(BaseCommand):
                                  "LOW x W to HIGH x W + MARGIN seconds (default: the policy's).")
 
     def handle(self, *args, **o):
+        if o["mode"] == "inflation":
+            self.inflation(o)
+            return
         try:
             policy = Policy.named(o["policy"])
             if o["eta_range"]:
@@ -46,3 +66,20 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot read the trace: {exc}") from exc
         self.stdout.write(json.dumps(result))
+
+    def inflation(self, o):
+        if not 0 < o["node_fraction"] <= 1:
+            raise CommandError("--node-fraction must be in (0, 1]")
+        if not 0 < o["inflation"] <= 10:
+            raise CommandError("--inflation must be above 0 and at most 10")
+        if o["limit"] < 0:
+            raise CommandError("--limit must be 0 (all) or more")
+        policies = POLICIES if o["policy"] == "all" else (o["policy"],)
+        try:
+            results = run_inflation(o["nodes"], o["pods"], policies, seed=o["seed"], inflation=o["inflation"],
+                                    order=o["order"], node_fraction=o["node_fraction"], limit=o["limit"])
+        except OSError as exc:
+            raise CommandError(f"cannot read the trace: {exc}") from exc
+        except (ValueError, KeyError) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(json.dumps(results if o["policy"] == "all" else results[0]))

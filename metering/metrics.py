@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET
 from fleet.models import GPU, Cluster, Node
 from gpuportal.models import OperationalCounter
 from gpuportal.telemetry import label_text
+from scheduling.fragmentation_figures import fragmentation_now
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
 from tenants.models import Quota
 
@@ -52,6 +53,10 @@ METRICS = {
     "gpuportal_tenant_held_gpus": ("gauge", "GPUs held now per tenant and GPU model (shares of a GPU as "
                                             "fractions)."),
     "gpuportal_quota_guaranteed_gpus": ("gauge", "GPUs guaranteed to a tenant per GPU model by its quota."),
+    "gpuportal_free_gpus": ("gauge", "Free GPU capacity on schedulable nodes' healthy GPUs per cluster and GPU "
+                                     "model (shares of a GPU as fractions)."),
+    "gpuportal_fragmented_gpus": ("gauge", "Of the free GPU capacity, what the last week's job shapes could not "
+                                           "use (FGD's fragmentation measure) per cluster and GPU model."),
     "gpuportal_quota_limit_gpus": ("gauge", "GPUs a tenant may hold at most per GPU model (its quota limit, "
                                             "without temporary bursts)."),
     "gpuportal_scheduling_pass_duration_seconds": ("summary", "Time spent in completed scheduling passes."),
@@ -139,6 +144,10 @@ def samples(now=None) -> list[tuple[str, dict | str, float]]:
     _jobs_in_transit(out, now)
     _waits(out, now, models)
     _holdings(out)
+    for figure in fragmentation_now(now):
+        labels = {"cluster": figure.cluster, "gpu_model": figure.gpu_model}
+        out.append(("gpuportal_free_gpus", labels, figure.free_gpus))
+        out.append(("gpuportal_fragmented_gpus", labels, figure.fragmented_gpus))
     _counters(out)
     return out
 

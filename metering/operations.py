@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 
 from fleet.models import NodeEvent
 from gpuportal.dates import day_start, local_day
+from scheduling.fragmentation_figures import WORKLOAD_DAYS, fragmentation_now
 from scheduling.models import Job, JobStatus
 from tenants.models import Membership, PlatformRole
 
@@ -65,6 +66,20 @@ def dashboard(days: int = 30, now=None) -> list[dict]:
     ]
 
 
+def _fragmentation_section(model: str) -> Section:
+    """Free GPUs now and how much of them the last week's job shapes could not use (FGD's measure)."""
+    rows = [{"cluster": f.cluster, "gpu_model": f.gpu_model, "free_gpus": f.free_gpus,
+             "fragmented_gpus": f.fragmented_gpus,
+             "fragmented_pct": round(100 * f.fragmented_share, 1) if f.fragmented_share is not None else None}
+            for f in fragmentation_now()]
+    return Section("fragmentation", _("Fragmentation now"), [
+        ("cluster", _("Cluster")), ("gpu_model", model), ("free_gpus", _("Free GPUs")),
+        ("fragmented_gpus", _("Fragmented GPUs")), ("fragmented_pct", _("Fragmented %"))], rows,
+        note=_("Fragmented: free GPU capacity that a job shaped like those of the last %(d)d days could not use "
+               "(scattered whole GPUs, slivers of shared GPUs). A high share means jobs wait although GPUs are "
+               "free; the wait reason of such a job says so.") % {"d": WORKLOAD_DAYS})
+
+
 def _resources(capacity, facts, t0, day, model) -> list[Section]:
     waits = defaultdict(list)
     for fact in facts:
@@ -73,6 +88,7 @@ def _resources(capacity, facts, t0, day, model) -> list[Section]:
     wait_rows = [{"day": d, "gpu_model": m, "jobs": len(w), "wait_hours_p95": round(percentile(w, 0.95) / 3600, 2)}
                  for (d, m), w in sorted(waits.items())]
     return [
+        _fragmentation_section(model),
         _series(capacity, "mean_utilization_pct", _("GPU utilisation"), "%",
                 [("day", day), ("gpu_model", model), ("mean_utilization_pct", _("Mean utilisation %"))],
                 "gpu_utilisation"),

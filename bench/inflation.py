@@ -203,6 +203,8 @@ class Placer:
         self.capacity = _engine_view(cluster) if name == "default" else None
         self._next_id = 0
         self._shape: TaskShape | None = None
+        self._seen: list[TaskShape] = []
+        self._refresh_at = 1
 
     def place(self, shape: TaskShape) -> tuple[int, tuple[int, ...]] | None:
         if self.name == "default":
@@ -336,6 +338,10 @@ class Placer:
                          shape.gpus, nodes=1, gpu_milli=shape.gpu_milli if shape.gpus else WHOLE,
                          cpu_milli=shape.cpu_milli, memory_mib=shape.memory_mib,
                          accept_models=shape.models if shape.gpus else ())
+        self._seen.append(shape)
+        if len(self._seen) >= self._refresh_at:  # the engine's target workload: the shapes that arrived so far
+            self.capacity.set_workload(Workload.from_tasks(self._seen))
+            self._refresh_at = max(len(self._seen) + 16, int(len(self._seen) * 1.25))
         placements = self.capacity.place_gang(job)
         if placements is None:
             return None

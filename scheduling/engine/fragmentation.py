@@ -155,3 +155,20 @@ class Workload:
             else:
                 unusable += p * sum(f for f in free if f < shape.gpu_milli)
         return unusable / WHOLE
+
+
+def target_workload(waiting: Iterable, running: Iterable = ()) -> Workload | None:
+    """The workload a pass places against: the shapes of the waiting jobs (what will ask next) and of the
+    running ones (the recent history), by popularity; None without any job. Jobs are counted by their raw
+    fields first and a shape built once per distinct one: a pass sees ten thousand jobs and few shapes."""
+    counts: Counter = Counter((j.gpus_per_node, j.gpu_milli, j.cpu_milli, j.memory_mib, j.accept_models, j.gpu_model)
+                              for j in waiting)
+    ran: Counter = Counter(((len(j.placements[0].gpu_indices), j.placements[0].gpu_milli) if j.placements else (0, 0),
+                            j.cpu_milli, j.memory_mib) for j in running)
+    weighted: list[tuple[TaskShape, float]] = []
+    for (gpus, milli, cpu, memory, accept, model), n in counts.items():
+        models = tuple(accept) or (() if model == "*" else (model,))
+        weighted.append((TaskShape(gpus, milli if gpus else 0, cpu, memory, models if gpus else ()), n))
+    for ((gpus, milli), cpu, memory), n in ran.items():
+        weighted.append((TaskShape(gpus, milli if gpus else 0, cpu, memory), n))
+    return Workload(weighted) if weighted else None

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from .capacity import Capacity
 from .estimate import give_slots, quota_heaps, shadow, slot_heaps, take_slots
+from .fragmentation import target_workload
 from .model import (
     ANY_MODEL,
     WHOLE,
@@ -122,7 +123,8 @@ class _Pass:
         self.snap = snapshot
         self.policy = snapshot.policy
         self.now = snapshot.now
-        self.cap = Capacity(snapshot.nodes, self.policy.placement)
+        workload = target_workload(snapshot.waiting, snapshot.running) if self.policy.placement == "pack" else None
+        self.cap = Capacity(snapshot.nodes, self.policy.placement, workload)
         self.running: dict[int, RunningJob] = {}
         self.usage: dict[tuple[str, str], float] = defaultdict(float)
         self.quotas = {(q.tenant, q.gpu_model): q for q in snapshot.quotas}

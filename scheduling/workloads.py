@@ -92,7 +92,7 @@ def scale_service(user, group: JobGroup, data: dict) -> JobGroup:
         if replicas > len(current):
             _add_replicas(user, group, replicas - len(current), why)
     if replicas < len(current):
-        running_last = sorted(current, key=lambda j: (j.status == JobStatus.RUNNING, j.group_index))
+        running_last = sorted(current, key=lambda j: (j.status == JobStatus.RUNNING, -(j.group_index or 0)))
         for job in running_last[: len(current) - replicas]:
             job_actions.cancel_job(user, job, str(why))
     request_scheduling_pass()

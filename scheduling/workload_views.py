@@ -77,8 +77,8 @@ def _notebook(request, pk) -> Job:
     return job
 
 
-@login_required
 @csrf_exempt  # the notebook's own requests (its API) carry no portal CSRF token; the session and may_open guard it
+@login_required
 def notebook_open(request, pk, path=""):
     job = _notebook(request, pk)
     if job.status != JobStatus.RUNNING:

@@ -294,6 +294,11 @@ KUBERNETES = {
     "WATCH_SECONDS": float(os.environ.get("GPUPORTAL_K8S_WATCH_SECONDS", 55)),
     "LOG_TAIL_LINES": 50,
     "DISPATCH_WORKERS": int(os.environ.get("GPUPORTAL_K8S_DISPATCH_WORKERS", 16)),
+    # Notebooks and services behind the site's ingress controller (nginx): the host they are served on (empty:
+    # no Ingress objects; notebooks open through the portal's own proxy), its class and TLS secret.
+    "INGRESS_HOST": os.environ.get("GPUPORTAL_INGRESS_HOST", ""),
+    "INGRESS_CLASS": os.environ.get("GPUPORTAL_INGRESS_CLASS", ""),
+    "INGRESS_TLS_SECRET": os.environ.get("GPUPORTAL_INGRESS_TLS_SECRET", ""),
 }
 # The portal's address as the pods see it (progress reports); also used in notification mails.
 PORTAL_URL = os.environ.get("GPUPORTAL_URL", "http://127.0.0.1:8000")

@@ -56,33 +56,6 @@ class TaskShape:
         return self.gpus * self.gpu_milli / WHOLE if self.gpus else 0.0
 
 
-def task_fragmentation(free: Sequence[int], cpu_free: float, memory_free: float, model: str,
-                       shape: TaskShape) -> float:
-    """``F_n(m)``: the free GPU capacity (in GPUs) of a node that a task of ``shape`` could not use. ``free``
-    lists each GPU's free share in thousandths; ``cpu_free`` / ``memory_free`` may be ``math.inf`` where the
-    node does not account them."""
-    total = sum(free)
-    if not fits(free, cpu_free, memory_free, model, shape):
-        return total / WHOLE
-    if not shape.gpus:
-        return 0.0
-    need = min(shape.gpu_milli, WHOLE)
-    return sum(f for f in free if f < need) / WHOLE
-
-
-def fits(free: Sequence[int], cpu_free: float, memory_free: float, model: str, shape: TaskShape) -> bool:
-    """Whether a task of ``shape`` can be placed on a node with this free capacity."""
-    if shape.models and shape.gpus and model not in shape.models:
-        return False
-    if cpu_free < shape.cpu_milli or memory_free < shape.memory_mib:
-        return False
-    if not shape.gpus:
-        return True
-    if shape.gpu_milli >= WHOLE:
-        return sum(1 for f in free if f >= WHOLE) >= shape.gpus
-    return any(f >= shape.gpu_milli for f in free)
-
-
 class Workload:
     """A target workload: task shapes and their probabilities (normalised to sum to 1).
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from scheduling.engine.fragmentation import TaskShape, Workload, fits, task_fragmentation
+from scheduling.engine.fragmentation import TaskShape, Workload
 
 EIGHT = TaskShape(8)
 ONE = TaskShape(1)
@@ -22,7 +22,6 @@ def test_eight_free_gpus_under_eight_gpu_tasks_are_not_fragmented():
 
 def test_half_a_gpu_under_whole_gpu_tasks_is_all_fragment():
     assert workload((ONE, 1)).node_fragmentation([500]) == pytest.approx(0.5)
-    assert task_fragmentation([500], math.inf, math.inf, "", ONE) == pytest.approx(0.5)
 
 
 def test_half_a_gpu_under_a_mix_of_whole_and_shared_tasks():
@@ -67,8 +66,9 @@ def test_gpu_model_constraints():
     mix = workload((v100_only, 1), (ONE, 1))
     assert mix.node_fragmentation([1000, 1000], model="T4") == pytest.approx(0.5 * 2)
     assert mix.node_fragmentation([1000, 1000], model="V100") == 0
-    assert not fits([1000], math.inf, math.inf, "T4", v100_only)
-    assert fits([1000], math.inf, math.inf, "V100", v100_only)
+    # alone, the V100-only task can use nothing of a T4 and all of a V100
+    assert workload((v100_only, 1)).node_fragmentation([1000], math.inf, math.inf, "T4") == pytest.approx(1.0)
+    assert workload((v100_only, 1)).node_fragmentation([1000], math.inf, math.inf, "V100") == 0
 
 
 def test_popularity_and_memo():

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Q
+from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
 from tenants import access
@@ -93,6 +94,12 @@ def group_view(group: JobGroup, probe: bool = True) -> GroupView:
     if group.kind == JobGroup.Kind.SERVICE:  # ended replicas are history: the page shows the live ones first
         live.sort(key=lambda m: (m.job.is_terminal, m.job.group_index or 0, m.job.pk))
     return GroupView(group, live, ordered)
+
+
+def visible_group(user, pk: int, kind: str) -> JobGroup:
+    """One service or array of the user's tenants; 404 for any other, as if it did not exist."""
+    return get_object_or_404(JobGroup.objects.visible_to(user).select_related("tenant", "project", "owner"),
+                             pk=pk, kind=kind)
 
 
 def visible_groups(user):

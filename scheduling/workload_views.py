@@ -31,7 +31,7 @@ from tenants import access
 from . import workloads
 from .job_tokens import notebook_token
 from .models import Job, JobGroup, JobStatus, WorkloadKind
-from .workload_queries import group_view, live_state, may_call, may_open
+from .workload_queries import group_view, live_state, may_call, may_open, visible_group
 
 #: Request headers passed to a notebook or a service (nothing that identifies the caller to the portal).
 FORWARDED_HEADERS = ("accept", "accept-language", "content-type", "user-agent", "x-requested-with")
@@ -136,14 +136,9 @@ def service_endpoint(request, pk, path=""):
     return forward(request, chosen.live.upstream, f"/{path}")
 
 
-def _group(request, pk, kind) -> JobGroup:
-    return get_object_or_404(JobGroup.objects.visible_to(request.user).select_related("tenant", "project", "owner"),
-                             pk=pk, kind=kind)
-
-
 @login_required
 def service_detail(request, pk):
-    group = _group(request, pk, JobGroup.Kind.SERVICE)
+    group = visible_group(request.user, pk, JobGroup.Kind.SERVICE)
     return render(request, "scheduling/service_detail.html", {
         "view": group_view(group), "group": group,
         "can_operate": group.stopped_at is None and access.can_manage_job(request.user, group.tenant_id,
@@ -154,7 +149,7 @@ def service_detail(request, pk):
 @login_required
 @require_POST
 def service_action(request, pk, action):
-    group = _group(request, pk, JobGroup.Kind.SERVICE)
+    group = visible_group(request.user, pk, JobGroup.Kind.SERVICE)
     operations = {"scale": lambda: workloads.scale_service(request.user, group, request.POST),
                   "rollout": lambda: workloads.rollout_service(request.user, group, request.POST),
                   "stop": lambda: workloads.stop_service(request.user, group)}
@@ -175,7 +170,7 @@ def service_action(request, pk, action):
 
 @login_required
 def array_detail(request, pk):
-    group = _group(request, pk, JobGroup.Kind.ARRAY)
+    group = visible_group(request.user, pk, JobGroup.Kind.ARRAY)
     return render(request, "scheduling/array_detail.html", {
         "view": group_view(group, probe=False), "group": group,
         "can_cancel": access.can_manage_job(request.user, group.tenant_id, group.owner_id)})
@@ -184,7 +179,7 @@ def array_detail(request, pk):
 @login_required
 @require_POST
 def array_cancel(request, pk):
-    group = _group(request, pk, JobGroup.Kind.ARRAY)
+    group = visible_group(request.user, pk, JobGroup.Kind.ARRAY)
     count = workloads.cancel_array(request.user, group)
     messages.success(request, _("Cancelled %(n)d tasks.") % {"n": count})
     return redirect("scheduling:array-detail", pk=group.pk)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -13,7 +12,7 @@ from gpuportal.api import text_field, whole_number_field
 from .. import workloads
 from ..models import JobGroup
 from ..submission import FIELDS, MAX_REPLICAS
-from ..workload_queries import group_view
+from ..workload_queries import group_view, visible_group
 
 
 class ReplicaSerializer(serializers.Serializer):
@@ -92,14 +91,9 @@ def array_data(group: JobGroup) -> dict:
             "tasks": [{"job": m.job.pk, "index": m.job.group_index, "status": m.job.status} for m in view.members]}
 
 
-def _group(request, pk, kind) -> JobGroup:
-    return get_object_or_404(JobGroup.objects.visible_to(request.user).select_related("tenant", "project", "owner"),
-                             pk=pk, kind=kind)
-
-
 def _operate(request, pk, body_class, operation) -> Response:
     """Check the body, apply ``operation`` (a ``workloads`` service) to the service, answer its new state."""
-    group = _group(request, pk, JobGroup.Kind.SERVICE)
+    group = visible_group(request.user, pk, JobGroup.Kind.SERVICE)
     body = body_class(data=request.data)
     body.is_valid(raise_exception=True)
     return Response(service_data(request, operation(request.user, group, body.validated_data)))
@@ -110,7 +104,7 @@ class ServiceView(APIView):
 
     @extend_schema(responses={200: ServiceSerializer})
     def get(self, request, pk):
-        return Response(service_data(request, _group(request, pk, JobGroup.Kind.SERVICE)))
+        return Response(service_data(request, visible_group(request.user, pk, JobGroup.Kind.SERVICE)))
 
 
 class ServiceScaleView(APIView):
@@ -134,7 +128,7 @@ class ServiceStopView(APIView):
 
     @extend_schema(request=None, responses={200: ServiceSerializer})
     def post(self, request, pk):
-        group = _group(request, pk, JobGroup.Kind.SERVICE)
+        group = visible_group(request.user, pk, JobGroup.Kind.SERVICE)
         return Response(service_data(request, workloads.stop_service(request.user, group)))
 
 
@@ -143,7 +137,7 @@ class ArrayView(APIView):
 
     @extend_schema(responses={200: ArraySerializer})
     def get(self, request, pk):
-        return Response(array_data(_group(request, pk, JobGroup.Kind.ARRAY)))
+        return Response(array_data(visible_group(request.user, pk, JobGroup.Kind.ARRAY)))
 
 
 class ArrayCancelView(APIView):
@@ -151,6 +145,6 @@ class ArrayCancelView(APIView):
 
     @extend_schema(request=None, responses={200: ArraySerializer})
     def post(self, request, pk):
-        group = _group(request, pk, JobGroup.Kind.ARRAY)
+        group = visible_group(request.user, pk, JobGroup.Kind.ARRAY)
         workloads.cancel_array(request.user, group)
         return Response(array_data(group))

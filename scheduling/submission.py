@@ -444,14 +444,14 @@ def _within_quota(errors: dict, clean: dict) -> None:
     if project is None or not model or {"gpu_model", "gpus_per_node", "nodes"} & errors.keys():
         return
     needed = quota_gpus(clean["gpus_per_node"], clean["node_count"]) * (clean.get("replicas") or 1)
-    problems = [_quota_problem(project.tenant, candidate, needed, clean["node_count"])
+    problems = [quota_problem(project.tenant, candidate, needed, clean["node_count"])
                 for candidate in (clean.get("accept_models") or [model])]
     if all(problems):  # one acceptable model the tenant may use is enough: the job lands only there
         field, message = problems[0]
         errors[field] = message
 
 
-def _quota_problem(tenant: Tenant, model: str, needed: int, nodes: int) -> tuple[str, str] | None:
+def quota_problem(tenant: Tenant, model: str, needed: int, nodes: int) -> tuple[str, str] | None:
     """Why ``needed`` GPUs of ``model`` can never run for ``tenant`` (the field to blame, the sentence), or None."""
     quota = next(iter(effective_quotas(Quota.objects.filter(tenant=tenant, gpu_model=model))), None)
     if quota is None or quota.effective_limit == 0:

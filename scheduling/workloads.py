@@ -20,8 +20,7 @@ from django.utils.translation import gettext_noop
 from gpuportal.phrases import Phrase
 from gpuportal.validation import whole_number
 from tenants import access
-from tenants.models import Quota
-from tenants.quotas import effective_quotas, quota_gpus
+from tenants.quotas import quota_gpus
 
 from . import job_actions, submission
 from .executors import executor_for
@@ -74,14 +73,11 @@ def scale_service(user, group: JobGroup, data: dict) -> JobGroup:
     if errors:
         raise ValidationError(errors)
     sample = group.members.order_by("-id").first()
-    quota = next(iter(effective_quotas(Quota.objects.filter(tenant=group.tenant, gpu_model=sample.gpu_model))),
-                 None) if sample else None
-    per_replica = quota_gpus(sample.gpus_per_node, sample.node_count) if sample else 0
-    if quota is not None and replicas * per_replica > quota.effective_limit:
-        raise ValidationError({"replicas": _(
-            "%(n)d replicas need %(gpus)d %(model)s GPUs but tenant %(tenant)s may hold at most %(limit)d.") % {
-            "n": replicas, "gpus": replicas * per_replica, "model": sample.gpu_model, "tenant": group.tenant.name,
-            "limit": quota.effective_limit}})
+    if sample is not None:  # the replicas wanted, together, within the tenant's quota: submission's rule
+        problem = submission.quota_problem(group.tenant, sample.gpu_model, replicas * quota_gpus(
+            sample.gpus_per_node, sample.node_count), sample.node_count)
+        if problem:
+            raise ValidationError({"replicas": problem[1]})
     before = group.size
     why = Phrase(gettext_noop("%(user)s scaled %(name)s from %(a)d to %(b)d replicas."), {
         "user": user.get_username(), "name": group.name, "a": before, "b": replicas})

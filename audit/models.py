@@ -43,6 +43,10 @@ class AuditAction(models.TextChoices):
     TEMPLATE_CREATE = "template.create", _("Job template created")
     TEMPLATE_VERSION = "template.version", _("Job template version added")
     TEMPLATE_ARCHIVE = "template.archive", _("Job template archived")
+    IMPROVEMENT_CREATE = "improvement.create", _("Improvement action created")
+    IMPROVEMENT_CHANGE = "improvement.change", _("Improvement action changed")
+    IMPROVEMENT_DELETE = "improvement.delete", _("Improvement action removed")
+    ACCEPTANCE_NOTE = "acceptance.note", _("Acceptance evidence added")
 
 
 class AuditQuerySet(TenantScopedQuerySet):

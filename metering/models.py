@@ -187,3 +187,100 @@ class MonthlyReport(models.Model):
 
     def __str__(self):
         return f"{self.month:%Y-%m} {self.tenant or 'platform'} ({self.generated_at:%Y-%m-%d %H:%M})"
+
+
+class ImprovementMetric(models.TextChoices):
+    """The report figures an improvement action promises to move (keys of the monthly report, or of its
+    per-model capacity figures when the action names a GPU model)."""
+
+    GPU_HOURS_ALLOCATED = "gpu_hours_allocated", _("GPU-hours allocated")
+    EFFICIENCY = "efficiency", _("Efficiency (used / allocated)")
+    WAIT_P95 = "wait_seconds_p95", _("95th percentile wait")
+    FAILED_SHARE = "failed_share", _("Share of jobs that failed")
+    RESOURCE_FAILURE_SHARE = "resource_failure_share", _("Share of failures that were resource-related")
+    ALLOCATION_RATE = "allocation_rate", _("Allocation rate")
+    DAYS_OVER_CAPACITY = "days_over_capacity", _("Days with demand above capacity")
+    IDLE_SHARE = "idle_share", _("Idle share")
+
+
+class ImprovementDirection(models.TextChoices):
+    DOWN = "down", _("should go down")
+    UP = "up", _("should go up")
+
+
+class ImprovementStatus(models.TextChoices):
+    PLANNED = "planned", _("Planned")
+    IN_PROGRESS = "in_progress", _("In progress")
+    DONE = "done", _("Done")
+    DROPPED = "dropped", _("Dropped")
+
+
+class ImprovementAction(TimeStampedModel):
+    """A recommendation of a month's report turned into work someone owns, followed month to month.
+
+    ``baseline`` is the metric's value in ``month`` (the report the recommendation came from); the next
+    months' review packs compare the metric with it and say whether it moved the expected way."""
+
+    month = models.DateField(_("report month"), help_text=_("The month whose report recommended it."))
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, null=True, blank=True, related_name="+",
+                               verbose_name=_("tenant"))
+    gpu_model = models.CharField(_("GPU model"), max_length=64, blank=True)
+    recommendation = models.CharField(_("recommendation"), max_length=500, blank=True)
+    title = models.CharField(_("action"), max_length=200)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="+", verbose_name=_("owner"))
+    due_month = models.DateField(_("due month"))
+    metric = models.CharField(_("metric"), max_length=32, choices=ImprovementMetric.choices)
+    direction = models.CharField(_("expected effect"), max_length=8, choices=ImprovementDirection.choices)
+    baseline = models.FloatField(_("baseline"), null=True, blank=True)
+    target = models.FloatField(_("target"), null=True, blank=True)
+    status = models.CharField(_("status"), max_length=16, choices=ImprovementStatus.choices,
+                              default=ImprovementStatus.PLANNED)
+    notes = models.TextField(_("notes"), blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["due_month", "pk"]
+        indexes = [models.Index(fields=["due_month", "status"])]
+        verbose_name = _("improvement action")
+        verbose_name_plural = _("improvement actions")
+
+    def __str__(self):
+        return f"{self.title} ({self.due_month:%Y-%m}, {self.status})"
+
+
+class AcceptanceArea(models.TextChoices):
+    """The four rows of the acceptance checklist (proof of concept or go-live review)."""
+
+    MULTI_CARD = "multi_card", _("Multi-card")
+    MULTI_NODE = "multi_node", _("Multi-node")
+    MULTI_TENANT = "multi_tenant", _("Multi-tenant")
+    OPERATIONS = "operations", _("Operations")
+
+
+class AcceptanceNote(models.Model):
+    """What a pilot adds to a checklist row by hand: a note, the configuration used, a screenshot.
+
+    The screenshot is kept in the database (bounded size) so the evidence travels with backups and is
+    served only through the checklist's permission check."""
+
+    area = models.CharField(_("area"), max_length=16, choices=AcceptanceArea.choices)
+    text = models.TextField(_("note"), blank=True)
+    configuration = models.TextField(_("configuration"), blank=True)
+    screenshot = models.BinaryField(null=True, blank=True)
+    screenshot_name = models.CharField(max_length=200, blank=True)
+    screenshot_type = models.CharField(max_length=50, blank=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                               related_name="+")
+    created_at = models.DateTimeField(_("added"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["area", "created_at"]
+        verbose_name = _("acceptance note")
+        verbose_name_plural = _("acceptance notes")
+
+    def __str__(self):
+        return f"{self.get_area_display()} note by {self.author or '?'} ({self.created_at:%Y-%m-%d})"

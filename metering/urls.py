@@ -1,11 +1,16 @@
 from django.urls import path
 
-from . import views
+from . import improvement_views, review_views, views
 
 app_name = "metering"
 urlpatterns = [
     path("", views.report_index, name="index"),
     path("operations/", views.operations_dashboard, name="operations"),
+    path("actions/", improvement_views.action_list, name="action-list"),
+    path("actions/new/", improvement_views.action_create, name="action-create"),
+    path("actions/<int:pk>/", improvement_views.action_edit, name="action-edit"),
+    path("<str:month>/pack.<str:fmt>", review_views.review_pack, name="platform-pack"),
+    path("<str:month>/<slug:tenant>/pack.<str:fmt>", review_views.review_pack, name="tenant-pack"),
     path("<str:month>/", views.monthly_report, name="platform-report"),
     path("<str:month>/csv/<slug:table>/", views.report_csv, name="platform-csv"),
     path("<str:month>/regenerate/", views.report_regenerate, name="platform-regenerate"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start what the test suite needs when it is not running: PostgreSQL, Redis, and Debian's Chromium for the
-# browser tests (installed with apt when absent; Playwright never downloads a browser), and promtool.
+# browser tests (installed with apt when absent; Playwright never downloads a browser), promtool, and poppler's
+# pdftotext/pdftoppm with a Chinese font for the review pack's PDF.
 set -u
 if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
   echo "starting PostgreSQL"
@@ -21,6 +22,11 @@ if ! command -v promtool >/dev/null 2>&1; then
   echo "installing Debian's prometheus package for promtool (metrics and alerting-rule checks)"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+if ! command -v pdftotext >/dev/null 2>&1 || [ ! -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; then
+  echo "installing Debian's poppler-utils and fonts-wqy-microhei (the review pack's PDF is read back; Chinese text)"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends poppler-utils fonts-wqy-microhei >/dev/null
 fi
 # OpenLDAP's slapd and ldap-utils for the directory sign-in tests (issue 16; tests/directory/ start their own slapd).
 "$(dirname "$0")/ensure-build-deps.sh" --test-servers || { echo "slapd and ldap-utils could not be installed" >&2; exit 1; }

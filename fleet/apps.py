@@ -1,6 +1,8 @@
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
 
+from gpuportal import pagecache
+
 
 class FleetConfig(AppConfig):
     """Clusters, nodes, accelerators, readings, health, node agents and their tokens."""
@@ -14,7 +16,9 @@ class FleetConfig(AppConfig):
         from audit.models import AuditAction
         from audit.registry import audit_changes
 
-        from .models import Cluster
+        from .models import GPU, Cluster, Node
+
+        pagecache.watch(Cluster, Node, GPU)  # the dashboard's capacity summary
 
         audit_changes(Cluster, AuditAction.CLUSTER_CHANGE, AuditAction.CLUSTER_CHANGE, AuditAction.CLUSTER_CHANGE,
                       ["name", "executor", "ordering", "placement", "backfill", "preemption",

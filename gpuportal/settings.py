@@ -146,6 +146,14 @@ API_TOKENS = {
 if os.environ.get("GPUPORTAL_CACHE_URL"):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                           "LOCATION": os.environ["GPUPORTAL_CACHE_URL"]}}
+# The dashboard and the API job list are kept this many seconds per session and dropped at once when the data
+# under them changes (gpuportal.pagecache, issue 12 part 8) — only with a shared cache, which the web processes
+# and the workers all see; with the embedded per-process cache nothing is kept.
+PAGE_CACHE = {"SECONDS": int(os.environ.get("GPUPORTAL_PAGE_CACHE_SECONDS", "10"))
+              if os.environ.get("GPUPORTAL_CACHE_URL") else 0}
+if os.environ.get("GPUPORTAL_CACHE_URL"):
+    # Sessions read through the shared cache, written to both: one query less on every signed-in request.
+    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 # --- end of issue 12, part 5 ---------------------------------------------------------------------------------
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -283,6 +291,12 @@ CELERY_TASK_ROUTES = {"fleet.tasks.poll_agents": {"queue": "agents"}}
 METERING = {
     "CURRENCY": os.environ.get("GPUPORTAL_CURRENCY", "USD"),
     "ROLLUP_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_ROLLUP_INTERVAL", 3600)),
+}
+# The monthly review pack (issue 19, metering/review_pdf.py, review_xlsx.py, review_charts.py): the font that draws
+# Chinese (and every other text) in the PDF and its charts; the image carries Debian's fonts-wqy-microhei there.
+# Missing: the PDF falls back to reportlab's built-in STSong-Light for Chinese (charts then lack Chinese glyphs).
+REVIEW_PACK = {
+    "CJK_FONT": os.environ.get("GPUPORTAL_REVIEW_FONT", "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),
 }
 # Kubernetes dispatch: retries of API calls (5xx, 429, timeouts) with exponential backoff, connections per
 # cluster, how long one watch stream lasts before the next beat tick starts another.

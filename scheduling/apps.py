@@ -1,6 +1,8 @@
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
 
+from gpuportal import pagecache
+
 
 class SchedulingConfig(AppConfig):
     name = "scheduling"
@@ -12,10 +14,12 @@ class SchedulingConfig(AppConfig):
         from audit.registry import audit_changes
         from fleet import occupancy, signals
 
-        from .models import Reservation
+        from .models import Job, JobAllocation, JobGroup, JobQueueState, Reservation
         from .occupancy import JobOccupancy, mark_jobs_hit_by_fault, pass_after_capacity_change
 
         occupancy.register(JobOccupancy())
+        # Job writes that bypass save() (transitions in bulk, the pass's queue states) call data_changed themselves.
+        pagecache.watch(Job, JobAllocation, JobGroup, JobQueueState)
         signals.hardware_fault.connect(mark_jobs_hit_by_fault, dispatch_uid="scheduling-hardware-fault")
         signals.capacity_changed.connect(pass_after_capacity_change, dispatch_uid="scheduling-capacity-changed")
         audit_changes(Reservation, AuditAction.RESERVATION_CREATE, AuditAction.RESERVATION_CHANGE,

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from fleet.models import Node
-from gpuportal import phrases
+from gpuportal import pagecache, phrases
 
 from .models import (
     ACTIVE_STATUSES,
@@ -86,6 +86,7 @@ def import_jobs(jobs: list[Job], status: str, reason: str) -> list[Job]:
         created = Job.objects.bulk_create(jobs, batch_size=2000)
         JobEvent.objects.bulk_create([JobEvent(job=job, at=job.submitted_at, from_status="", to_status=status,
                                                reason=reason) for job in created], batch_size=2000)
+        pagecache.data_changed()
     return created
 
 
@@ -174,6 +175,7 @@ def fail_or_retry(job: Job, diagnosis: dict, *, reason: str = "", at=None) -> Jo
 
 def _announce(jobs, from_status, to_status, reasons, actor, at) -> None:
     """Tell listeners (notifications, approvals) once the change is committed."""
+    pagecache.data_changed()  # transitions are bulk updates: no save signal reaches the page cache
     transaction.on_commit(lambda: job_status_changed.send(
         sender=Job, jobs=list(jobs), from_status=from_status, to_status=to_status, reasons=reasons, actor=actor,
         at=at))

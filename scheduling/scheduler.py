@@ -25,7 +25,7 @@ from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
-from gpuportal import telemetry
+from gpuportal import pagecache, telemetry
 from gpuportal.db import bulk_insert, bulk_set
 from gpuportal.phrases import Phrase
 
@@ -209,6 +209,8 @@ def _store_waits(waiting, now, report: PassReport) -> None:
     bulk_insert(JobQueueState, new)
     bulk_set(JobQueueState, changed, QUEUE_FIELDS)
     bulk_insert(JobEvent, events)
+    if new or changed or events:
+        pagecache.data_changed()  # queue positions and reasons shown on the dashboard
 
 
 def _moment(timestamp: float | None) -> datetime | None:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from fleet.inventory import gpu_series
 from fleet.models import Cluster
 from fleet.queries import capacity_summary
+from gpuportal import pagecache
 from tenants import access
 
 from . import cloning, job_actions, job_templates, queries
@@ -36,6 +37,10 @@ def _jobs(user):
 
 @login_required
 def dashboard(request):
+    return pagecache.cached_page(request, "dashboard", lambda: _render_dashboard(request))
+
+
+def _render_dashboard(request):
     user = request.user
     jobs = _jobs(user)
     return render(request, "scheduling/dashboard.html", {

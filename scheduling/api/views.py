@@ -6,6 +6,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotAuthenticated, PermissionDenied
 from rest_framework.response import Response
 
+from gpuportal import pagecache
 from gpuportal.api import IDEMPOTENCY_KEY
 from gpuportal.idempotency import idempotent
 
@@ -59,6 +60,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    def list(self, request, *args, **kwargs):
+        listing = super().list
+        return pagecache.cached_api(request, "api-jobs", lambda: listing(request, *args, **kwargs))
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer}, parameters=[IDEMPOTENCY_KEY],
                    examples=SUBMIT_EXAMPLES)

@@ -223,7 +223,9 @@ class Command(BaseCommand):
         if connection.vendor != "postgresql":
             raise CommandError("bench_portal starts the production stack, which needs PostgreSQL (DATABASE_URL)")
         self._stack = ProductionStack(os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/14"), {
-            "GPUPORTAL_API_THROTTLE_USER": "1000000/min", "GPUPORTAL_LOGIN_FAILURE_LIMIT": "1000"})
+            "GPUPORTAL_API_THROTTLE_USER": "1000000/min", "GPUPORTAL_LOGIN_FAILURE_LIMIT": "1000",
+            # A shared cache, as the production manifests configure one: throttles and the page cache live there.
+            "GPUPORTAL_CACHE_URL": os.environ.get("BENCH_CACHE_URL", "redis://127.0.0.1:6379/11")})
         self._stack.collectstatic()
         self._stack.start_web(web_workers or 2 * (os.cpu_count() or 1))
         self._stack.start_worker(queues="celery")

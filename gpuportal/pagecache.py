@@ -1,0 +1,118 @@
+"""The busiest reads (the dashboard, the API job list) kept for a few seconds and dropped as soon as the data
+under them changes.
+
+Why: 20 people refreshing the dashboard cost 20 renders of the same figures; on a small control-plane host
+that CPU is what the scheduler and the API need. Why it stays true: every cached answer is keyed by a *data
+generation*, a counter in the shared cache that goes up after every committed change a page shows (a job
+created or moving state, the scheduler's queue positions and reasons, quotas, memberships, nodes and GPUs);
+the next read after a change misses and renders afresh. What has no hook (a reading that changes a node's
+health in bulk, the clock moving relative times along) is bounded by the entry's lifetime,
+``settings.PAGE_CACHE["SECONDS"]``.
+
+Answers are kept per session (a page carries that session's CSRF token and the person's name), language and
+time zone, and only for successful GETs that showed no one-time message. Without a shared cache (the
+embedded demo's per-process memory) nothing is kept: a worker's change could not reach the web processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.http import HttpResponse
+from django.utils import timezone, translation
+from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
+
+GENERATION_KEY = "gpuportal:data-generation"
+
+
+def enabled() -> bool:
+    return settings.PAGE_CACHE["SECONDS"] > 0
+
+
+def generation() -> int:
+    value = cache.get(GENERATION_KEY)
+    if value is None:
+        cache.add(GENERATION_KEY, 1, timeout=None)
+        value = cache.get(GENERATION_KEY) or 1
+    return value
+
+
+def data_changed() -> None:
+    """Call wherever a write changes what the cached pages show; takes effect when the transaction commits
+    (at once outside one), so a reader never caches the old figures under the new generation."""
+    if enabled():
+        transaction.on_commit(_bump)
+
+
+def _bump() -> None:
+    try:
+        cache.incr(GENERATION_KEY)
+    except ValueError:  # the counter expired or was never set: any new value starts a new generation
+        cache.add(GENERATION_KEY, 1, timeout=None)
+    except Exception:  # the cache is down: entries expire within PAGE_CACHE["SECONDS"] anyway
+        logger.warning("Could not bump the page-cache generation; cached pages expire on their own.", exc_info=True)
+
+
+def _key(request, name: str) -> str:
+    person = "|".join((request.session.session_key or "", request.COOKIES.get(settings.CSRF_COOKIE_NAME, ""),
+                       str(request.user.pk), request.get_full_path(), request.headers.get("Accept", "")))
+    digest = hashlib.sha256(person.encode()).hexdigest()[:32]
+    return f"page:{name}:{generation()}:{translation.get_language()}:{timezone.get_current_timezone_name()}:{digest}"
+
+
+def _lookup(request, name: str):
+    """(key, kept answer) — (None, None) when nothing may be kept or the cache is unreachable."""
+    if not enabled() or request.method != "GET":
+        return None, None
+    try:
+        key = _key(request, name)
+        return key, cache.get(key)
+    except Exception:  # the cache is down: answer as if there were none
+        logger.warning("Page cache unavailable; answering %s afresh.", name, exc_info=True)
+        return None, None
+
+
+def cached_page(request, name: str, render) -> HttpResponse:
+    """``render()``'s response, or the one kept for this person, page and data generation."""
+    key, kept = _lookup(request, name)
+    if kept is not None:
+        content, content_type = kept
+        return HttpResponse(content, content_type=content_type)
+    response = render()
+    shown_messages = getattr(request, "_messages", None)
+    if (key and response.status_code == 200 and not response.streaming and not response.cookies
+            and not getattr(shown_messages, "used", False)):
+        cache.set(key, (response.content, response["Content-Type"]), settings.PAGE_CACHE["SECONDS"])
+    return response
+
+
+def cached_api(request, name: str, respond) -> Response:
+    """``respond()``'s API answer, or the data kept for this caller, query and data generation; only a 200 is
+    kept (a refused filter is answered afresh every time)."""
+    key, kept = _lookup(request, name)
+    if kept is not None:
+        return Response(kept)
+    response = respond()
+    if key and response.status_code == 200:
+        cache.set(key, response.data, settings.PAGE_CACHE["SECONDS"])
+    return response
+
+
+def _changed(sender, **kwargs) -> None:
+    if not kwargs.get("raw"):
+        data_changed()
+
+
+def watch(*models) -> None:
+    """Every save and delete of ``models`` starts a new data generation (apps call this from ``ready()``:
+    the layer below cannot name their models)."""
+    for model in models:
+        post_save.connect(_changed, sender=model, dispatch_uid=f"pagecache-save-{model._meta.label_lower}")
+        post_delete.connect(_changed, sender=model, dispatch_uid=f"pagecache-delete-{model._meta.label_lower}")

@@ -1,0 +1,100 @@
+"""The page cache (gpuportal.pagecache) on a real Redis: a second read of the dashboard or the API job list
+costs no page queries, and any committed change a page shows (a job submitted or moving state, a quota) is
+visible on the very next read — the cache never shows figures older than the last change."""
+
+import os
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from scheduling import lifecycle
+from scheduling.models import Job, JobStatus, TaskType
+from tenants.models import Project, Quota
+
+pytestmark = pytest.mark.django_db(transaction=True)
+CACHE_URL = os.environ.get("TEST_CACHE_URL", "redis://127.0.0.1:6379/10")
+
+
+@pytest.fixture
+def shared_cache(settings):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+    settings.PAGE_CACHE = {"SECONDS": 60}
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def _job(users, name: str, status=JobStatus.QUEUED) -> Job:
+    project = Project.objects.get(tenant__name="vision", name="detection")
+    task_type = TaskType.objects.get(code="research")
+    return lifecycle.create_job(status=status, reason="test", tenant=project.tenant, project=project,
+                                owner=users["alice"], name=name, task_type=task_type, gpu_model="A100",
+                                gpus_per_node=1, image="img", max_runtime_minutes=60, priority=50,
+                                submitted_at=timezone.now())
+
+
+def _get(client, path: str, **headers):
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(path, **headers)
+    assert response.status_code == 200, (path, response.status_code)
+    return response, len(captured)
+
+
+def test_dashboard_is_kept_until_a_job_changes(client, users, shared_cache):
+    client.login(username="alice", password="demo")
+    client.get("/")  # the first page sets the CSRF cookie: an answer that sets a cookie is never kept
+    first, rendered = _get(client, "/")
+    again, kept = _get(client, "/")
+    assert again.content == first.content
+    assert kept < rendered and kept <= 3, (kept, rendered)  # the session and the user, no page queries
+
+    job = _job(users, "fresh-submission")
+    after_submit, _n = _get(client, "/")
+    assert b"fresh-submission" in after_submit.content and b"fresh-submission" not in first.content
+
+    lifecycle.transition(job, JobStatus.CANCELLED, "cancelled by test")
+    after_cancel, _n = _get(client, "/")
+    assert after_cancel.content != after_submit.content  # no longer waiting: the row moved
+
+
+def test_dashboard_follows_a_quota_change(client, users, shared_cache):
+    client.login(username="alice", password="demo")
+    quota = Quota.objects.filter(tenant__name="vision").order_by("pk").first()
+    before, _n = _get(client, "/")
+    quota.limit_gpus += 37
+    quota.save()
+    after, _n = _get(client, "/")
+    assert after.content != before.content
+    assert str(quota.limit_gpus).encode() in after.content
+
+
+def test_api_job_list_is_kept_per_caller_and_dropped_on_change(client, users, shared_cache):
+    client.login(username="alice", password="demo")
+    first, rendered = _get(client, "/api/jobs/")
+    again, kept = _get(client, "/api/jobs/")
+    assert again.json() == first.json() and kept < rendered
+    _job(users, "api-fresh")
+    after, _n = _get(client, "/api/jobs/")
+    assert "api-fresh" in [row["name"] for row in after.json()["results"]]
+
+    client.logout()
+    client.login(username="bob", password="demo")  # another tenant: her own list, never alice's kept one
+    other, _n = _get(client, "/api/jobs/")
+    assert "api-fresh" not in [row["name"] for row in other.json()["results"]]
+
+
+def test_a_refused_filter_is_not_kept(client, users, shared_cache):
+    client.login(username="alice", password="demo")
+    assert client.get("/api/jobs/?status=nonsense").status_code == 400
+    assert client.get("/api/jobs/?status=nonsense").status_code == 400
+
+
+def test_nothing_is_kept_without_a_shared_cache(client, users, settings):
+    settings.PAGE_CACHE = {"SECONDS": 0}
+    client.login(username="alice", password="demo")
+    _first, rendered = _get(client, "/")
+    _again, again = _get(client, "/")
+    assert again == rendered

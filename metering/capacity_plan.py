@@ -1,0 +1,246 @@
+"""Capacity planning from the daily capacity facts: per GPU model, demand month by month, a simple forecast
+with its past error, and "add N GPUs by month M" with the figures behind it.
+
+Why this is deliberately simple: the plan is read by managers who must be able to check it by hand. The
+figure planned with is the 95th percentile of the daily peak demand (held plus asked for by waiting jobs),
+so a few exceptional days do not buy hardware but a busy month does. The trend is an ordinary least-squares
+line through those monthly figures (three months or more), otherwise the last month is carried forward, and
+the same method is replayed on past months (a backtest) so the reader sees how far off it has been.
+
+Everything comes from one aggregate query over ``CapacityDaily`` for the window (months x models rows, never
+per day) plus the fleet catalogue for the node size the advice is rounded to, as ``reports.recommendations``
+does.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime
+
+from django.db.models import Aggregate, Avg, Count, FloatField, Max
+from django.db.models.functions import TruncMonth
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from fleet.catalogue import gpu_model_catalogue
+from gpuportal.dates import local_day, month_start, next_month
+from gpuportal.formatting import figure_text
+
+from .models import CapacityDaily
+
+#: The share of days whose peak demand the plan covers.
+PLAN_PERCENTILE = 0.95
+#: A trend needs at least this many months; fewer and the last month is carried forward.
+LINEAR_MIN_MONTHS = 3
+#: Node size assumed for a model the catalogue does not know (as in ``reports._capacity``).
+DEFAULT_GPUS_PER_NODE = 8
+
+
+class Method:
+    """The forecast methods (plain strings: they travel in the JSON-ready plan)."""
+
+    LINEAR = "linear"
+    CARRY_FORWARD = "carry_forward"
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's ``percentile_cont``: the same linear interpolation as ``reports.percentile``, done in the
+    database so the daily rows never leave it."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression, fraction: float, **extra):
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+def _add_months(month: date, count: int) -> date:
+    index = month.year * 12 + month.month - 1 + count
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def _index(month: date) -> int:
+    return month.year * 12 + month.month - 1
+
+
+def _label(month: date) -> str:
+    return f"{month:%Y-%m}"
+
+
+def _num(value) -> str:
+    """A figure for a sentence: whole numbers without ".0", thousands grouped."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return figure_text(value)
+
+
+def _r(value, digits: int = 1):
+    return None if value is None else round(value, digits)
+
+
+def linear_fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares line through ``(x, y)`` points -> ``(slope, intercept)``; needs two distinct x."""
+    n = len(points)
+    mean_x = sum(x for x, _y in points) / n
+    mean_y = sum(y for _x, y in points) / n
+    spread = sum((x - mean_x) ** 2 for x, _y in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
+    return slope, mean_y - slope * mean_x
+
+
+def method_for(months: int) -> str:
+    return Method.LINEAR if months >= LINEAR_MIN_MONTHS else Method.CARRY_FORWARD
+
+
+def predict(points: list[tuple[int, float]], x: int, method: str) -> float:
+    """Demand at month ``x`` from the earlier ``points`` with ``method``; never below 0."""
+    if method == Method.LINEAR and len(points) >= 2:
+        slope, intercept = linear_fit(points)
+        return max(intercept + slope * x, 0.0)
+    return max(points[-1][1], 0.0)
+
+
+def backtest(points: list[tuple[int, float]], method: str) -> dict:
+    """Forecast each past month from the months before it with ``method`` and compare with what happened.
+
+    A linear forecast needs two earlier months, carrying forward one. The percentage error leaves out months
+    whose actual demand was 0 (any miss would be infinite there)."""
+    needed = 2 if method == Method.LINEAR else 1
+    errors, shares = [], []
+    for k in range(needed, len(points)):
+        x, actual = points[k]
+        miss = abs(predict(points[:k], x, method) - actual)
+        errors.append(miss)
+        if actual > 0:
+            shares.append(miss / actual * 100)
+    if not errors:
+        return {"months_tested": 0, "mae_gpus": None, "mape": None, "text": ngettext(
+            "No past month can be checked yet: the forecast needs %(n)d earlier month to be replayed.",
+            "No past month can be checked yet: the forecast needs %(n)d earlier months to be replayed.",
+            needed) % {"n": needed}}
+    mae = round(sum(errors) / len(errors), 1)
+    mape = round(sum(shares) / len(shares), 1) if shares else None
+    if mape is None:
+        text = ngettext("Past forecasts were off by %(mae)s GPUs on average (%(n)d month checked).",
+                        "Past forecasts were off by %(mae)s GPUs on average (%(n)d months checked).",
+                        len(errors)) % {"mae": _num(mae), "n": len(errors)}
+    else:
+        text = ngettext("Past forecasts were off by %(mae)s GPUs (%(mape)s %%) on average (%(n)d month checked).",
+                        "Past forecasts were off by %(mae)s GPUs (%(mape)s %%) on average (%(n)d months checked).",
+                        len(errors)) % {"mae": _num(mae), "mape": _num(round(mape)), "n": len(errors)}
+    return {"months_tested": len(errors), "mae_gpus": mae, "mape": mape, "text": text}
+
+
+def _monthly_rows(first: date, following: date, last_day: date) -> dict[str, list[dict]]:
+    """One aggregate query: per model and month, the demand and capacity figures of the window."""
+    rows = (CapacityDaily.objects.filter(day__gte=first, day__lt=following, day__lte=last_day)
+            .annotate(month=TruncMonth("day")).values("gpu_model", "month")
+            .annotate(demand_mean=Avg("peak_demand_gpus"),
+                      demand_p95=PercentileCont("peak_demand_gpus", PLAN_PERCENTILE),
+                      held_mean=Avg("peak_allocated_gpus"), capacity=Max("capacity_gpus"), days=Count("id"))
+            .order_by("gpu_model", "month"))
+    per_model: dict[str, list[dict]] = {}
+    for row in rows:
+        per_model.setdefault(row["gpu_model"], []).append(row)
+    return per_model
+
+
+def _gpus_per_node() -> dict[str, int]:
+    """Whole GPUs per node by model, the way ``reports._capacity`` and ``recommendations`` size "add N"."""
+    return {model: max(1, round(c.total_gpus / max(c.nodes, 1))) for model, c in gpu_model_catalogue().items()}
+
+
+def plan(month: date, months_back: int = 6, horizon: int = 3, now: datetime | None = None) -> dict:
+    """The capacity plan for the report ``month`` (see the module's docstring for the method).
+
+    Uses the ``months_back`` months up to and including ``month`` that have data (never days after today)
+    and forecasts the ``horizon`` months after it. ``text`` says when there is no history at all."""
+    month = month_start(month)
+    months_back, horizon = max(1, int(months_back)), max(1, int(horizon))
+    first = _add_months(month, -(months_back - 1))
+    per_model = _monthly_rows(first, next_month(month), local_day(now or timezone.now()))
+    months = sorted({row["month"] for rows in per_model.values() for row in rows})
+    future = [_add_months(month, i) for i in range(1, horizon + 1)]
+    node_sizes = _gpus_per_node() if per_model else {}
+    models = [_model_plan(model, rows, future, node_sizes.get(model, DEFAULT_GPUS_PER_NODE))
+              for model, rows in sorted(per_model.items())]
+    return {"month": _label(month), "months": [_label(m) for m in months], "models": models,
+            "text": "" if models else _("No capacity history yet: nothing to forecast.")}
+
+
+def _model_plan(model: str, rows: list[dict], future: list[date], step: int) -> dict:
+    history = [{"month": _label(row["month"]), "demand_mean_gpus": _r(row["demand_mean"]),
+                "demand_p95_gpus": _r(row["demand_p95"]), "held_mean_gpus": _r(row["held_mean"]),
+                "capacity_gpus": row["capacity"], "days": row["days"]} for row in rows]
+    points = [(_index(row["month"]), float(row["demand_p95"] or 0)) for row in rows]
+    method = method_for(len(points))
+    capacity = rows[-1]["capacity"] or 0
+    forecast = [{"month": _label(m), "demand_gpus": round(predict(points, _index(m), method), 1)} for m in future]
+    trend = round(linear_fit(points)[0], 2) if method == Method.LINEAR else None
+    error = backtest(points, method)
+    over = next((f for f in forecast if f["demand_gpus"] > capacity), None)
+    add = 0
+    if over is not None:
+        add = int(math.ceil(round(over["demand_gpus"] - capacity, 1) / step) * step)
+    entry = {"gpu_model": model, "capacity_gpus": capacity, "gpus_per_node": step, "history": history,
+             "trend_per_month": trend, "method": method, "method_text": _method_text(method, len(points)),
+             "forecast": forecast, "error": error, "add_gpus": add, "add_by": over["month"] if over else None}
+    entry["why"] = _why(entry, over)
+    return entry
+
+
+def _method_text(method: str, months: int) -> str:
+    if method == Method.LINEAR:
+        return ngettext(
+            "Straight-line trend (least squares) through the monthly p95 demand of the last %(n)d month.",
+            "Straight-line trend (least squares) through the monthly p95 demand of the last %(n)d months.",
+            months) % {"n": months}
+    return ngettext(
+        "Last month's p95 demand carried forward: %(n)d month of data is too few for a trend (it takes %(min)d).",
+        "Last month's p95 demand carried forward: %(n)d months of data are too few for a trend (it takes %(min)d).",
+        months) % {"n": months, "min": LINEAR_MIN_MONTHS}
+
+
+def _why(entry: dict, over: dict | None) -> str:
+    """The sentence a manager reads: where demand went, when it passes capacity, what to add, how sure."""
+    history, model = entry["history"], entry["gpu_model"]
+    first, last = history[0]["demand_p95_gpus"], history[-1]["demand_p95_gpus"]
+    if entry["method"] == Method.LINEAR:
+        trend = entry["trend_per_month"]
+        figures = {"model": model, "first": _num(first), "last": _num(last), "n": len(history),
+                   "trend": ("+" if trend >= 0 else "") + _num(round(trend, 1))}
+        if trend > 0:
+            past = _("%(model)s: p95 demand rose from %(first)s to %(last)s GPUs over %(n)d months "
+                     "(%(trend)s/month)") % figures
+        elif trend < 0:
+            past = _("%(model)s: p95 demand fell from %(first)s to %(last)s GPUs over %(n)d months "
+                     "(%(trend)s/month)") % figures
+        else:
+            past = _("%(model)s: p95 demand stayed flat at %(last)s GPUs over %(n)d months") % figures
+    else:
+        past = _("%(model)s: p95 demand was %(last)s GPUs in %(month)s (too little history for a trend: "
+                 "carried forward)") % {"model": model, "last": _num(last), "month": history[-1]["month"]}
+    error = entry["error"]
+    if error["mae_gpus"] is None:
+        accuracy = _("no past forecast could be checked yet")
+    elif error["mape"] is None:
+        accuracy = _("past forecasts were off by %(mae)s GPUs on average") % {"mae": _num(error["mae_gpus"])}
+    else:
+        accuracy = _("past forecasts were off by %(mae)s GPUs (%(mape)s %%) on average") % {
+            "mae": _num(error["mae_gpus"]), "mape": _num(round(error["mape"]))}
+    capacity = entry["capacity_gpus"]
+    if over is not None:
+        nodes = entry["add_gpus"] // entry["gpus_per_node"]
+        add = ngettext("add %(add)s GPUs (%(nodes)d node)", "add %(add)s GPUs (%(nodes)d nodes)", nodes) % {
+            "add": _num(entry["add_gpus"]), "nodes": nodes}
+        return _("%(past)s; at this rate it exceeds the %(capacity)s installed in %(when)s (%(demand)s GPUs) → "
+                 "%(add)s before then; %(accuracy)s.") % {
+            "past": past, "capacity": _num(capacity), "when": over["month"], "demand": _num(over["demand_gpus"]),
+            "add": add, "accuracy": accuracy}
+    peak = max(f["demand_gpus"] for f in entry["forecast"])
+    return _("%(past)s; at this rate it stays under the %(capacity)s installed through %(until)s (at least "
+             "%(headroom)s GPUs of headroom) → nothing to add; %(accuracy)s.") % {
+        "past": past, "capacity": _num(capacity), "until": entry["forecast"][-1]["month"],
+        "headroom": _num(round(capacity - peak, 1)), "accuracy": accuracy}

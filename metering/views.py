@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from tenants import access
 
-from . import operations, presentation, reports, services
+from . import capacity_plan, operations, presentation, reports, services
 
 
 def _csv_response(section, filename: str) -> HttpResponse:
@@ -42,6 +42,7 @@ def render_report_page(request, month, tenant, data, snapshot=None):
         # A closed month can be frozen (or frozen anew) by a platform admin; reading it never freezes it.
         "can_regenerate": bool(data.get("closed")) and access.for_user(request.user).platform_admin,
         "unfrozen": snapshot is None and bool(data.get("closed")),
+        "capacity_plan": capacity_plan.plan(month) if tenant is None else None,
         "history": services.snapshot_history(month, tenant) if snapshot else []})
 
 

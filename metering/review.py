@@ -1,0 +1,165 @@
+"""The monthly review pack (issue 19): one JSON-ready document per month, platform-wide or per tenant, in four
+groups (resources, tasks, governance, improvements) that a platform team hands to leadership.
+
+``build_review`` computes everything from data, in the reader's language: the month's figures come from
+``reports.report_for`` (the frozen snapshot of a closed month, so the pack says what the report page says),
+the previous month the same way for the comparison, and each group adds the few aggregate queries the report
+has no figure for (run times, checkpoints, approvals from the audit log, the capacity plan). The document's
+shape is fixed in /work/notes/review_contract.md; ``review_pdf`` and ``review_xlsx`` render it and translate
+only their own chrome, so both formats show the same sentences and numbers.
+
+The groups live in ``review_groups``; this module holds the document's frame: coverage, comparison, summary.
+"""
+
+from __future__ import annotations
+
+import calendar
+from datetime import date, datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from gpuportal.dates import local_day, month_start
+from tenants.models import Tenant
+
+from . import reports, review_groups, review_oversight
+from .models import CapacityDaily, MonthlyReport, UsageDaily
+from .review_parts import ReviewContext, change_text, hours, percent
+
+#: The groups in the order the document shows them (the contract fixes the keys).
+GROUP_KEYS = ("resources", "tasks", "governance", "improvements")
+
+
+def build_review(month: date, tenant: Tenant | None = None, language: str | None = None,
+                 now: datetime | None = None) -> dict:
+    """The review document of ``month`` for ``tenant`` (None: platform-wide) in ``language`` (default: the
+    active one), in the contract's shape."""
+    now = now or timezone.now()
+    month = month_start(month)
+    with translation.override(language or translation.get_language() or settings.LANGUAGE_CODE):
+        report, snapshot = reports.report_for(month, tenant, now)
+        previous_month = month_start(month - timedelta(days=1))
+        previous, _previous_snapshot = reports.report_for(previous_month, tenant, now)
+        ctx = ReviewContext(month, tenant, now, report, previous, previous_month)
+        groups = [review_groups.resources(ctx), review_groups.tasks(ctx), review_oversight.governance(ctx),
+                  review_oversight.improvements(ctx)]
+        coverage = _coverage(ctx)
+        return {
+            "title": _title(ctx), "site": getattr(settings, "SITE_NAME", "") or "GPU Portal",
+            "month": ctx.month_text, "tenant": tenant.name if tenant else None,
+            "generated_at": now.isoformat(timespec="seconds"),
+            "snapshot_id": snapshot.pk if isinstance(snapshot, MonthlyReport) else None,
+            "language": translation.get_language(),
+            "coverage": coverage, "summary": _summary(ctx, groups, coverage),
+            "comparison": _comparison(ctx), "groups": groups,
+            "appendix": [review_oversight.acceptance(ctx)] if tenant is None else [],
+        }
+
+
+def _title(ctx: ReviewContext) -> str:
+    if ctx.tenant is None:
+        return _("Monthly review — %(month)s") % {"month": ctx.month_text}
+    return _("Monthly review — %(month)s — tenant %(tenant)s") % {"month": ctx.month_text,
+                                                                  "tenant": ctx.tenant.name}
+
+
+# --- coverage --------------------------------------------------------------------------------------------
+
+
+def _coverage(ctx: ReviewContext) -> dict:
+    """Whether every day of the month (of the days elapsed, for an open month) has rolled-up data: capacity
+    rows for the platform, the tenant's usage rows for a tenant."""
+    start, end = ctx.window
+    last = min(end - timedelta(days=1), local_day(ctx.now))
+    expected = max((last - start).days + 1, 0)
+    if ctx.tenant is None:
+        rows = CapacityDaily.objects.filter(day__gte=start, day__lte=last)
+    else:
+        rows = UsageDaily.objects.filter(tenant=ctx.tenant, day__gte=start, day__lte=last)
+    days = sorted(set(rows.values_list("day", flat=True).distinct()))
+    in_month = calendar.monthrange(start.year, start.month)[1]
+    complete = len(days) >= expected
+    if not days:
+        text = _("No data for %(month)s: none of its %(n)d days was rolled up.") % {
+            "month": ctx.month_text, "n": expected}
+    elif complete:
+        text = ngettext("The data covers the %(n)d day of %(month)s.",
+                        "The data covers all %(n)d days of %(month)s.", expected) % {
+            "n": expected, "month": ctx.month_text}
+        if expected < in_month:
+            text += " " + _("The month is still open (%(n)d of %(total)d days so far).") % {
+                "n": expected, "total": in_month}
+    else:
+        missing = _ranges(sorted(set(_days(start, last)) - set(days)))
+        text = _("The data covers %(n)d of %(total)d days of %(month)s (first day with data %(first)s, last "
+                 "%(last)s); missing: %(missing)s.") % {
+            "n": len(days), "total": expected, "month": ctx.month_text, "first": days[0].isoformat(),
+            "last": days[-1].isoformat(), "missing": missing}
+    return {"complete": complete, "days_with_data": len(days), "days_in_month": expected, "text": text}
+
+
+def _days(first: date, last: date) -> list[date]:
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def _ranges(days: list[date]) -> str:
+    """``[1, 2, 3, 7]`` October -> "2026-10-01 to 2026-10-03, 2026-10-07"."""
+    runs: list[list[date]] = []
+    for day in days:
+        if runs and day - runs[-1][-1] == timedelta(days=1):
+            runs[-1].append(day)
+        else:
+            runs.append([day])
+    parts = [run[0].isoformat() if len(run) == 1 else _("%(first)s to %(last)s") % {
+        "first": run[0].isoformat(), "last": run[-1].isoformat()} for run in runs]
+    return ", ".join(parts)
+
+
+# --- comparison and summary ------------------------------------------------------------------------------
+
+
+def comparison_rows(report: dict, previous: dict) -> list[dict]:
+    """The headline figures of two months side by side, with the change in words."""
+    jobs, before = report.get("jobs") or {}, previous.get("jobs") or {}
+    currency = report.get("currency", "")
+    rows = [
+        (_("GPU-hours allocated"), report.get("gpu_hours_allocated"), previous.get("gpu_hours_allocated"),
+         _("GPU-hours"), False),
+        (_("GPU-hours used"), report.get("gpu_hours_used"), previous.get("gpu_hours_used"), _("GPU-hours"), False),
+        (_("Efficiency (used / allocated)"), percent(report.get("efficiency")), percent(previous.get("efficiency")),
+         "%", True),
+        (_("Jobs submitted"), jobs.get("submitted"), before.get("submitted"), _("jobs"), False),
+        (_("Jobs failed"), jobs.get("failed"), before.get("failed"), _("jobs"), False),
+        (_("95th percentile wait"), hours(report.get("wait_seconds_p95")), hours(previous.get("wait_seconds_p95")),
+         _("hours"), False),
+        (_("Cost"), report.get("cost"), previous.get("cost"), currency, False),
+    ]
+    return [{"label": label, "value": value, "previous": prior, "unit": unit,
+             "change": change_text(value, prior, points)} for label, value, prior, unit, points in rows]
+
+
+def _comparison(ctx: ReviewContext) -> dict:
+    return {"previous_month": f"{ctx.previous_month:%Y-%m}", "rows": comparison_rows(ctx.report, ctx.previous)}
+
+
+def _summary(ctx: ReviewContext, groups: list[dict], coverage: dict) -> list[str]:
+    """The headline: the month's GPU-hours against the previous month's, whether the data is whole, then the
+    first conclusion of each group."""
+    allocated, before = ctx.report.get("gpu_hours_allocated"), ctx.previous.get("gpu_hours_allocated")
+    if before:
+        lines = [_("%(hours)s GPU-hours allocated in %(month)s (%(change)s against %(previous)s GPU-hours in "
+                   "%(before)s).") % {"hours": str(allocated), "month": ctx.month_text,
+                                      "change": change_text(allocated, before), "previous": str(before),
+                                      "before": f"{ctx.previous_month:%Y-%m}"}]
+    else:
+        lines = [_("%(hours)s GPU-hours allocated in %(month)s (no usage in %(before)s to compare with).") % {
+            "hours": str(allocated), "month": ctx.month_text, "before": f"{ctx.previous_month:%Y-%m}"}]
+    if not coverage["complete"]:
+        lines.append(coverage["text"])
+    for group in groups:
+        first = next((c for c in group["conclusions"] if str(allocated) not in c), None)
+        if first:
+            lines.append(first)
+    return lines

@@ -1,0 +1,276 @@
+"""The oversight groups of the review pack (governance, improvements) and its appendix (the acceptance
+checklist): are the rules used, who answers for what, what changes next and is the next expansion backed by
+data. Like ``review_groups``, each adds a fixed number of aggregate queries to the month's report.
+
+Approvals are counted from the audit log, not from governance's tables: metering sits beside governance in
+the layers and may not import it, and the audit log is the record an auditor trusts anyway.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import Count
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from audit.log import verify
+from audit.models import AuditAction, AuditRecord
+from gpuportal.dates import day_start
+from tenants.models import Membership, PlatformRole, Role, Tenant
+
+from . import capacity_plan
+from .acceptance import checklist
+from .improvement_queries import actions_for_review
+from .models import CapacityAction
+from .review_parts import ReviewContext, chart, choice_label, figure, group, share, table, whole
+
+#: Audit actions that change how work is run: templates, reservations (rules) and quotas.
+CHANGE_ACTIONS = (AuditAction.TEMPLATE_CREATE, AuditAction.TEMPLATE_VERSION, AuditAction.TEMPLATE_ARCHIVE,
+                  AuditAction.QUOTA_CHANGE, AuditAction.RESERVATION_CREATE, AuditAction.RESERVATION_CHANGE,
+                  AuditAction.RESERVATION_DELETE)
+APPROVAL_ACTIONS = (AuditAction.REQUEST_APPROVE, AuditAction.REQUEST_DENY, AuditAction.REQUEST_EXPIRE)
+#: Changes listed in the pack, oldest first; more are counted but not listed.
+MAX_CHANGES_LISTED = 200
+
+# --- governance ------------------------------------------------------------------------------------------
+
+
+def _audit_counts(ctx: ReviewContext) -> dict[str, int]:
+    start, end = ctx.window
+    records = AuditRecord.objects.filter(at__gte=day_start(start), at__lt=day_start(end))
+    if ctx.tenant is not None:
+        records = records.filter(tenant=ctx.tenant)
+    return dict(records.values_list("action").annotate(n=Count("id")).order_by("-n", "action"))
+
+
+def _people(ctx: ReviewContext) -> tuple[dict, dict, list[str]]:
+    """Who holds which role: {(tenant, role): [usernames]}, {platform role: [usernames]}, the tenants in scope."""
+    members = Membership.objects.values_list("tenant__name", "role", "user__username").order_by(
+        "tenant__name", "role", "user__username")
+    if ctx.tenant is not None:
+        members = members.filter(tenant=ctx.tenant)
+    people: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for tenant_name, role, username in members:
+        people[(tenant_name, role)].append(username)
+    platform: dict[str, list[str]] = defaultdict(list)
+    for role, username in PlatformRole.objects.values_list("role", "user__username").order_by("role",
+                                                                                            "user__username"):
+        platform[role].append(username)
+    names = ([ctx.tenant.name] if ctx.tenant is not None
+             else list(Tenant.objects.order_by("name").values_list("name", flat=True)))
+    return people, platform, names
+
+
+def _role_tables(ctx: ReviewContext, people: dict, platform: dict, names: list[str]) -> list[dict]:
+    rows = [[tenant_name, choice_label(Role, role), len(users)]
+            for (tenant_name, role), users in sorted(people.items())]
+    if ctx.platform:
+        rows += [[_("platform"), choice_label(PlatformRole.Kind, role), len(users)]
+                 for role, users in sorted(platform.items())]
+    permissions = table("permissions", _("Permissions"), [_("Scope"), _("Role"), _("Members")], rows)
+    duties = [[name, _("administers the tenant"), ", ".join(people.get((name, Role.TENANT_ADMIN.value), [])) or "—"]
+              for name in names]
+    duties += [[name, _("approves requests"), ", ".join(people[(name, Role.APPROVER.value)])]
+               for name in names if people.get((name, Role.APPROVER.value))]
+    duties += [[_("platform"), choice_label(PlatformRole.Kind, role), ", ".join(platform.get(role, [])) or "—"]
+               for role in (PlatformRole.Kind.PLATFORM_ADMIN, PlatformRole.Kind.AUDITOR)]
+    return [permissions, table("responsibilities", _("Responsibilities"), [_("Scope"), _("Responsibility"),
+                                                                            _("Who")], duties)]
+
+
+def governance(ctx: ReviewContext) -> dict:
+    """Permissions, approvals, audit, cost attribution, responsibilities: are the rules really used?"""
+    report = ctx.report
+    counts = _audit_counts(ctx)
+    approvals = [counts.get(str(a), 0) for a in APPROVAL_ACTIONS]
+    people, platform, names = _people(ctx)
+    audit_table = table("audit", _("Audit records of the month by action"), [_("Action"), _("Records")], [
+        [choice_label(AuditAction, action), n] for action, n in counts.items()])
+    cost_rows = (report.get("by_tenant") if ctx.platform else report.get("by_project")) or []
+    total_cost, currency = report.get("cost") or 0, report.get("currency", "")
+    cost = table("cost", _("Cost attribution (%(currency)s)") % {"currency": currency}, [
+        _("Tenant") if ctx.platform else _("Project"), _("GPU-hours allocated"), _("Cost"), _("Share of cost (%)")], [
+        [r["name"], r["gpu_hours_allocated"], r["cost"], share(r["cost"], total_cost)] for r in cost_rows])
+    figures = [
+        figure("approved", _("Requests approved"), approvals[0], _("requests")),
+        figure("denied", _("Requests denied"), approvals[1], _("requests")),
+        figure("expired", _("Requests expired"), approvals[2], _("requests")),
+        figure("audit_records", _("Audit records"), sum(counts.values()), _("records")),
+        figure("cost", _("Cost"), report.get("cost"), currency, ctx.previous.get("cost")),
+    ]
+    lines = _approval_lines(ctx, approvals) + _chain_lines(ctx)
+    if cost_rows and total_cost:
+        top = max(cost_rows, key=lambda r: r["cost"])
+        lines.append(_("%(name)s carried %(share).0f %% of the cost (%(cost)s %(currency)s of %(total)s).") % {
+            "name": top["name"], "share": 100 * top["cost"] / total_cost, "cost": whole(top["cost"]),
+            "currency": currency, "total": whole(total_cost)})
+    orphans = [name for name in names if not people.get((name, Role.TENANT_ADMIN.value))]
+    if orphans:
+        lines.append(_("No tenant admin for: %(tenants)s.") % {"tenants": ", ".join(orphans)})
+    elif names:
+        lines.append(_("Every tenant has a tenant admin."))
+    charts = [chart("cost", _("Cost per tenant") if ctx.platform else _("Cost per project"), "bar",
+                    _("Tenant") if ctx.platform else _("Project"), currency, [r["name"] for r in cost_rows],
+                    [(_("cost"), [r["cost"] for r in cost_rows])])]
+    return group("governance", _("Governance"), _("Are the rules really used, and who answers for what?"), lines,
+                 figures, [*_role_tables(ctx, people, platform, names), audit_table, cost], charts)
+
+
+def _approval_lines(ctx: ReviewContext, approvals: list[int]) -> list[str]:
+    approved, denied, expired = approvals
+    if not any(approvals):
+        return [_("No request needed approval in %(month)s.") % {"month": ctx.month_text}]
+    return [_("%(a)s requests approved, %(d)s denied and %(e)s expired in %(month)s (from the audit log).") % {
+        "a": whole(approved), "d": whole(denied), "e": whole(expired), "month": ctx.month_text}]
+
+
+def _chain_lines(ctx: ReviewContext) -> list[str]:
+    """Whether the whole audit chain verifies (one pass over it, as ``manage.py verify_audit`` makes)."""
+    chain = verify()
+    if not chain.ok:
+        return [_("The audit chain does not verify: %(problem)s.") % {"problem": chain.problem}]
+    if ctx.platform:
+        return [_("The audit chain verifies: %(n)s records, none altered or missing.") % {"n": whole(chain.checked)}]
+    # A tenant's pack does not learn how many records the whole platform wrote.
+    return [_("The audit chain verifies: no record altered or missing.")]
+
+
+# --- improvements ----------------------------------------------------------------------------------------
+
+
+def _changes(ctx: ReviewContext) -> list[tuple]:
+    start, end = ctx.window
+    records = AuditRecord.objects.filter(at__gte=day_start(start), at__lt=day_start(end), action__in=CHANGE_ACTIONS)
+    if ctx.tenant is not None:
+        records = records.filter(tenant=ctx.tenant)
+    return list(records.order_by("at", "seq").values_list("at", "action", "object_repr", "actor_name", "reason")[
+        :MAX_CHANGES_LISTED])
+
+
+def improvements(ctx: ReviewContext) -> dict:
+    """Recommendations, actions and whether their metric moved, the capacity plan, the month's changes to
+    templates, rules and quotas: is the next expansion backed by data?"""
+    advice = ctx.report.get("recommendations") or []
+    actions = actions_for_review(ctx.month, ctx.tenant, report=ctx.report)
+    plan = capacity_plan.plan(ctx.month, now=ctx.now) if ctx.platform else None
+    changes = _changes(ctx)
+    recommendations = table("recommendations", _("Recommendations of the month"), [
+        _("GPU model"), _("Advice"), _("Evidence")], [
+        [r["gpu_model"], choice_label(CapacityAction, r.get("action", "")), r.get("evidence", "")] for r in advice])
+    follow_up = table("actions", _("Improvement actions"), [
+        _("Action"), _("Owner"), _("Due"), _("Status"), _("Baseline"), _("Now"), _("Target"), _("Follow-up")], [
+        [a["title"], a["owner"] or "—", a["due_month"],
+         a["status_text"] + (" " + _("(overdue)") if a.get("overdue") else ""), a["baseline"], a["current"],
+         a["target"], a["moved_text"]] for a in actions])
+    change_table = table("changes", _("Changes to templates, rules and quotas"), [
+        _("Time"), _("Change"), _("Object"), _("By"), _("Reason")], [
+        [at.isoformat(timespec="minutes"), choice_label(AuditAction, action), what, who or "—", reason]
+        for at, action, what, who, reason in changes])
+    tables = [recommendations, follow_up]
+    charts = []
+    models = (plan or {}).get("models") or []
+    if plan is not None:
+        tables += _plan_tables(plan)
+        charts.append(_plan_chart(plan))
+    tables.append(change_table)
+    moved = sum(1 for a in actions if a.get("moved"))
+    figures = [
+        figure("recommendations", _("Recommendations"), len(advice), _("recommendations")),
+        figure("actions", _("Improvement actions followed"), len(actions), _("actions")),
+        figure("actions_moved", _("Actions whose metric moved as expected"), moved, _("actions")),
+        figure("changes", _("Changes to templates, rules and quotas"), len(changes), _("changes")),
+    ]
+    if plan is not None:
+        figures.append(figure("add_gpus", _("GPUs to add (capacity plan)"),
+                              sum(m.get("add_gpus") or 0 for m in models), _("GPUs")))
+    return group("improvements", _("Improvements"), _("What changes next month, and is the next expansion backed "
+                                                      "by data?"),
+                 _improvement_conclusions(ctx, advice, actions, models, changes), figures, tables, charts)
+
+
+def _improvement_conclusions(ctx, advice, actions, models, changes) -> list[str]:
+    lines = []
+    if actions:
+        moved = sum(1 for a in actions if a.get("moved"))
+        lines.append(ngettext("%(moved)d of %(n)d action moved its metric as expected.",
+                              "%(moved)d of %(n)d actions moved their metric as expected.", len(actions)) % {
+            "moved": moved, "n": len(actions)})
+        overdue = sum(1 for a in actions if a.get("overdue"))
+        if overdue:
+            lines.append(ngettext("%(n)d action is overdue.", "%(n)d actions are overdue.", overdue) % {"n": overdue})
+    else:
+        lines.append(_("No action was planned from last month's recommendations."))
+    for entry in models:
+        if entry.get("add_gpus"):
+            lines.append(_("Add %(n)s %(model)s GPUs by %(when)s: %(why)s") % {
+                "n": whole(entry["add_gpus"]), "model": entry["gpu_model"], "when": entry.get("add_by") or "—",
+                "why": entry.get("why", "")})
+    for r in advice:
+        if r.get("action") in (CapacityAction.ADD, CapacityAction.SPREAD, CapacityAction.LEND_OR_MOVE):
+            lines.append(r.get("evidence", ""))
+    lines.append(ngettext("%(n)d change to templates, rules and quotas was made in %(month)s.",
+                          "%(n)d changes to templates, rules and quotas were made in %(month)s.", len(changes)) % {
+        "n": len(changes), "month": ctx.month_text})
+    return lines
+
+
+def _plan_tables(plan: dict) -> list[dict]:
+    """The plan's figures (forecast per month as numbers) and, apart, the reasoning in words, so neither table
+    is too wide for a page."""
+    models = plan.get("models") or []
+    horizon = [f["month"] for f in (models[0]["forecast"] if models else [])]
+    columns = [_("GPU model"), _("GPUs now"), _("Trend (GPUs per month)")] + [
+        _("Forecast %(month)s (GPUs)") % {"month": m} for m in horizon] + [
+        _("Add GPUs"), _("Add by"), _("Forecast error (mean, GPUs)")]
+    rows = [[m["gpu_model"], m["capacity_gpus"], m.get("trend_per_month")] + [f["demand_gpus"] for f in m["forecast"]]
+            + [m.get("add_gpus") or 0, m.get("add_by") or "—", (m.get("error") or {}).get("mae_gpus")]
+            for m in models]
+    why = [[m["gpu_model"], m.get("method_text", ""), m.get("why", "")] for m in models]
+    return [table("capacity_plan", _("Capacity plan"), columns, rows),
+            table("capacity_plan_why", _("Capacity plan: method and reasons"), [_("GPU model"), _("Method"), _("Why")],
+                  why)]
+
+
+def _plan_chart(plan: dict) -> dict | None:
+    models = plan.get("models") or []
+    past = list(plan.get("months") or [])
+    future = sorted({f["month"] for m in models for f in m["forecast"]} - set(past))
+    months = past + future
+    series = []
+    for m in models:
+        demand = {h["month"]: h.get("demand_p95_gpus") for h in m.get("history") or []}
+        forecast = {f["month"]: f["demand_gpus"] for f in m["forecast"]}
+        if demand and past:  # the forecast line starts where the history ends, so the two join
+            forecast.setdefault(past[-1], demand.get(past[-1]))
+        series.append((_("%(model)s demand (p95)") % {"model": m["gpu_model"]}, [demand.get(x) for x in months]))
+        series.append((_("%(model)s forecast") % {"model": m["gpu_model"]}, [forecast.get(x) for x in months]))
+    return chart("capacity_plan", _("Demand per month and forecast per GPU model"), "line", _("Month"), _("GPUs"),
+                 months, series)
+
+
+# --- appendix --------------------------------------------------------------------------------------------
+
+
+def acceptance(ctx: ReviewContext) -> dict:
+    """The acceptance checklist as of the pack's making: one row per area with its status and evidence."""
+    rows = checklist(now=ctx.now)
+    present = [r for r in rows if r.get("status") == "present"]
+    missing = [r["area_label"] for r in rows if r.get("status") != "present"]
+    lines = [_("%(n)d of %(total)d areas have their evidence.") % {"n": len(present), "total": len(rows)}]
+    if missing:
+        lines.append(_("Missing or needing attention: %(areas)s.") % {"areas": ", ".join(map(str, missing))})
+    checklist_table = table("acceptance", _("Acceptance checklist"), [
+        _("Area"), _("Capability"), _("Status"), _("Why"), _("Evidence"), _("Notes")], [
+        [str(r["area_label"]), r.get("capability", ""), r.get("status_text", r.get("status", "")), r.get("why", ""),
+         "; ".join(str(e.get("text", "")) for e in r.get("evidence") or []),
+         "; ".join(_note_text(n) for n in r.get("notes") or [])] for r in rows])
+    return group("acceptance", _("Acceptance checklist"), _("Is the platform ready to go live or to grow?"), lines,
+                 [figure("areas_present", _("Areas with evidence"), len(present), _("areas"))],
+                 [checklist_table], [])
+
+
+def _note_text(note) -> str:
+    if isinstance(note, dict):
+        return str(note.get("text") or note.get("configuration") or "")
+    return str(note)

@@ -1,0 +1,131 @@
+"""Building blocks of the review document (``metering.review``): the context every group reads, the shapes of
+a group, figure, table and chart as the contract fixes them, and the few unit conversions they share.
+
+Kept apart from ``review`` and ``review_groups`` so both use one definition of each shape and one rule for
+"hours", "percent" and "+12 %" without importing each other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from django.utils.translation import gettext as _
+
+from gpuportal.dates import next_month
+from gpuportal.formatting import figure_text
+from tenants.models import Tenant
+
+
+@dataclass
+class ReviewContext:
+    """What every group reads: the month, its scope, its report and the previous month's."""
+
+    month: date
+    tenant: Tenant | None
+    now: datetime
+    report: dict
+    previous: dict
+    previous_month: date
+
+    @property
+    def platform(self) -> bool:
+        return self.tenant is None
+
+    @property
+    def month_text(self) -> str:
+        return f"{self.month:%Y-%m}"
+
+    @property
+    def window(self) -> tuple[date, date]:
+        """The month's first day and the next month's (half-open)."""
+        return self.month, next_month(self.month)
+
+
+def group(key: str, title: str, question: str, conclusions, figures, tables, charts) -> dict:
+    return {"key": key, "title": title, "question": question, "conclusions": [c for c in conclusions if c],
+            "figures": figures, "tables": [t for t in tables if t is not None],
+            "charts": [c for c in charts if c is not None]}
+
+
+def figure(key: str, label: str, value, unit: str = "", previous=None) -> dict:
+    return {"key": key, "label": label, "value": value, "unit": unit, "previous": previous}
+
+
+def table(key: str, title: str, columns: list[str], rows: list[list]) -> dict:
+    """Cells are numbers where they are figures (the spreadsheet keeps them as numbers), text otherwise."""
+    return {"key": key, "title": title, "columns": [str(c) for c in columns], "rows": rows}
+
+
+def chart(key: str, title: str, kind: str, x_label: str, y_label: str, categories: list[str],
+          series: list[tuple[str, list]]) -> dict | None:
+    """A chart, or None when there is nothing to draw (no category or no value at all)."""
+    if not categories or not any(v for _name, values in series for v in values if v is not None):
+        return None
+    return {"key": key, "title": title, "kind": kind, "x_label": x_label, "y_label": y_label,
+            "categories": [str(c) for c in categories],
+            "series": [{"name": str(name), "values": list(values)} for name, values in series]}
+
+
+def choice_label(choices, code: str) -> str:
+    """The translated label of a TextChoices code (the code itself when it is not one, "unclassified" when
+    empty): frozen snapshots may hold codes a later version renamed."""
+    try:
+        return str(choices(code).label)
+    except ValueError:
+        return code or _("unclassified")
+
+
+def yes_no(flag: bool) -> str:
+    return _("yes") if flag else _("no")
+
+
+def hours(seconds) -> float | None:
+    """Seconds -> hours, two decimals (waits and run times are read in hours)."""
+    return None if seconds is None else round(float(seconds) / 3600, 2)
+
+
+def percent(fraction, digits: int = 1) -> float | None:
+    """A fraction 0..1 -> a percentage."""
+    return None if fraction is None else round(float(fraction) * 100, digits)
+
+
+def percent_text(fraction: float) -> str:
+    """A fraction as a percentage for a sentence: "62", or "99.7" where rounding to a whole number would
+    claim "100" (or "0") for what is not quite all (or nothing): "99.9", never "100.0"."""
+    value = fraction * 100
+    text = f"{value:.0f}"
+    if text == "100" and value < 100:
+        return f"{math.floor(value * 10) / 10:.1f}"
+    if text == "0" and value > 0:
+        return f"{math.ceil(value * 10) / 10:.1f}"
+    return text
+
+
+def share(part, whole) -> float | None:
+    """``part`` / ``whole`` as a percentage (None when ``whole`` is nothing)."""
+    return round(100 * (part or 0) / whole, 1) if whole else None
+
+
+def whole(value) -> str:
+    """A figure for a sentence: no ".0" on whole numbers, thousands grouped in the reader's language."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return figure_text(value)
+
+
+def change_text(value, previous, points: bool = False) -> str:
+    """How ``value`` moved from ``previous``: "+12.3 %" (or "+4.0 pts" for figures that are percentages
+    already), "unchanged", "new" when there was nothing before, a dash when either is unknown."""
+    if value is None or previous is None:
+        return "—"
+    difference = float(value) - float(previous)
+    if abs(difference) < 1e-9:
+        return _("unchanged")
+    if points:
+        return _("%(sign)s%(n)s pts") % {"sign": "+" if difference > 0 else "−", "n": f"{abs(difference):.1f}"}
+    if not previous:
+        return _("new")
+    relative = difference / abs(float(previous)) * 100
+    return f"{'+' if relative > 0 else '−'}{abs(relative):.1f} %"

@@ -111,9 +111,10 @@ def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
     lines += [_("%(model)s was %(idle)s %% idle.") % {"model": m["gpu_model"],
                                                        "idle": percent_text(1 - m["allocation_rate"])} for m in idle]
     nodes = sum(m.nodes for m in catalogue.values())
-    lines.append(ngettext("The fleet has %(nodes)d node with %(gpus)d GPUs of %(models)d model(s).",
-                          "The fleet has %(nodes)d nodes with %(gpus)d GPUs of %(models)d model(s).", nodes) % {
-        "nodes": nodes, "gpus": sum(m.total_gpus for m in catalogue.values()), "models": len(catalogue)})
+    fleet_nodes = ngettext("%(n)d node", "%(n)d nodes", nodes) % {"n": nodes}
+    fleet_models = ngettext("%(n)d model", "%(n)d models", len(catalogue)) % {"n": len(catalogue)}
+    lines.append(_("The fleet has %(nodes)s with %(gpus)d GPUs of %(models)s.") % {
+        "nodes": fleet_nodes, "gpus": sum(m.total_gpus for m in catalogue.values()), "models": fleet_models})
     for q in quota_rows:
         used = q.get("share_of_guarantee")
         if used is not None and used > 1:

@@ -50,7 +50,10 @@ def group(key: str, title: str, question: str, conclusions, figures, tables, cha
 
 
 def figure(key: str, label: str, value, unit: str = "", previous=None) -> dict:
-    return {"key": key, "label": label, "value": value, "unit": unit, "previous": previous}
+    """A figure with its change from the previous month, worked out here once (``change_text``) for every
+    renderer: percentages move in points, other figures in per cent."""
+    return {"key": key, "label": label, "value": value, "unit": unit, "previous": previous,
+            "change": change_text(value, previous, points=unit == "%")}
 
 
 def table(key: str, title: str, columns: list[str], rows: list[list]) -> dict:

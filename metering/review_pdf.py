@@ -28,7 +28,6 @@ from functools import cache
 from xml.sax.saxutils import escape
 
 from django.utils import translation
-from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 from reportlab.lib import colors
 from reportlab.lib.enums import TA_RIGHT
@@ -122,20 +121,6 @@ def value_with_unit(value, unit: str) -> str:
     if value is None:
         return "—"
     return f"{number_text(value)} {unit}".strip() if unit else number_text(value)
-
-
-def change_text(value, previous) -> str:
-    """The change from the previous month: "+1,200 (+12.5 %)", the percentage only when the previous value is
-    not zero; "—" when either month has no figure."""
-    if not _is_number(value) or not _is_number(previous):
-        return "—"
-    difference = value - previous
-    sign = "+" if difference > 0 else ""
-    text = f"{sign}{number_text(difference)}"
-    if previous:
-        percent = round(difference / abs(previous) * 100, 1)
-        text += f" ({sign}{number_format(percent, decimal_pos=1)} %)"
-    return text
 
 
 def moment_text(value) -> str:
@@ -348,7 +333,7 @@ class _Renderer:
             columns = [_("Figure"), _("Value"), _("Previous month"), _("Change")]
             rows = [[f.get("label", ""), value_with_unit(f.get("value"), f.get("unit", "")),
                      value_with_unit(f.get("previous"), f.get("unit", "")),
-                     change_text(f.get("value"), f.get("previous"))] for f in figures]
+                     f.get("change") or "—"] for f in figures]
             story += [Spacer(1, 3 * mm), self.table(columns, rows, numeric=[False, True, True, True])]
         for chart in section.get("charts") or []:
             story += self.chart(chart)

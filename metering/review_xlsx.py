@@ -191,8 +191,8 @@ class _Renderer:
         if section.get("figures"):
             writer.blank()
             writer.heading(_("Figures"))
-            writer.table([_("Figure"), _("Value"), _("Unit"), _("Previous month")],
-                         [[f.get("label"), f.get("value"), f.get("unit"), f.get("previous")]
+            writer.table([_("Figure"), _("Value"), _("Unit"), _("Previous month"), _("Change")],
+                         [[f.get("label"), f.get("value"), f.get("unit"), f.get("previous"), f.get("change", "")]
                           for f in section["figures"]])
         for table in section.get("tables") or []:
             writer.blank()

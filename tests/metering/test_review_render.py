@@ -19,7 +19,8 @@ import pytest
 from openpyxl import load_workbook
 
 from metering.review_charts import chart_has_data, chart_png
-from metering.review_pdf import change_text, moment_text, number_text, render_pdf
+from metering.review_parts import figure
+from metering.review_pdf import moment_text, number_text, render_pdf
 from metering.review_xlsx import render_xlsx, sheet_title
 
 GROUP_TITLES = ["Resources", "Tasks", "Governance", "Improvements"]
@@ -42,8 +43,8 @@ def _group(key, title, charts, tables=None):
         "conclusions": [f"{title}: the first conclusion.", f"{title}: a second one, with <markup> & ampersands."],
         "figures": [
             {"key": "gpu_hours_allocated", "label": "GPU-hours allocated", "value": ALLOCATED, "unit": "GPU-hours",
-             "previous": 11000.0},
-            {"key": "jobs", "label": "Jobs finished", "value": 1200, "unit": "", "previous": 0},
+             "previous": 11000.0, "change": "+12.2 %"},
+            {"key": "jobs", "label": "Jobs finished", "value": 1200, "unit": "", "previous": 0, "change": "new"},
             {"key": "missing", "label": "Not measured", "value": None, "unit": "%", "previous": None},
         ],
         "tables": tables if tables is not None else [
@@ -187,7 +188,7 @@ def test_pdf_shows_figures_grouped_snapshot_and_change(english_pdf):
     text = pdf_text(path)
     assert "12,345.5 GPU-hours" in text
     assert "1,234,567" in text  # a table number with thousands grouped
-    assert "+1,345.5 (+12.2 %)" in text  # the change computed for a figure
+    assert "+12.2 %" in text  # a figure's change, as the builder worded it
     assert f"#{SNAPSHOT_ID}" in text
     assert "All 31 days have data." in text
     assert "Platform" in text.split("\f")[0]
@@ -319,10 +320,11 @@ def test_number_and_change_texts():
     assert number_text(1234567) == "1,234,567"
     assert number_text(0.1 + 0.2) == "0.3"
     assert number_text(None) == "—"
-    assert change_text(110, 100) == "+10 (+10.0 %)"
-    assert change_text(5, 0) == "+5"
-    assert change_text(90.0, 100) == "-10.0 (-10.0 %)"
-    assert change_text(None, 100) == "—"
+    # A figure's change is worked out once by the builder (review_parts.figure) and shown as it is.
+    assert figure("f", "GPU-hours", 110, "GPU-hours", 100)["change"] == "+10.0 %"
+    assert figure("f", "Efficiency", 84.0, "%", 84.4)["change"] == "−0.4 pts"
+    assert figure("f", "Jobs", 5, "", 0)["change"] == "new"
+    assert figure("f", "Jobs", None, "", 100)["change"] == "—"
     assert moment_text("2026-11-01T08:30:00+08:00") == "2026-11-01 08:30 UTC+08:00"
 
 

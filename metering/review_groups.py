@@ -80,8 +80,8 @@ def resources(ctx: ReviewContext) -> dict:
         [r["name"], r["gpu_hours_allocated"], r["gpu_hours_used"], percent(r.get("efficiency"))]
         for r in report.get("by_gpu_model") or []])
     figures = [
-        figure("nodes", _("Nodes"), sum(m.nodes for m in catalogue.values()), _("nodes")),
-        figure("gpus", _("GPUs"), sum(m.total_gpus for m in catalogue.values()), _("GPUs")),
+        figure("nodes", _("Nodes"), sum(m.nodes for m in catalogue.values()), ""),
+        figure("gpus", _("GPUs"), sum(m.total_gpus for m in catalogue.values()), ""),
         figure("gpu_hours_allocated", _("GPU-hours allocated"), report.get("gpu_hours_allocated"), _("GPU-hours"),
                previous.get("gpu_hours_allocated")),
         figure("gpu_hours_used", _("GPU-hours used"), report.get("gpu_hours_used"), _("GPU-hours"),
@@ -219,11 +219,11 @@ def tasks(ctx: ReviewContext) -> dict:
         [_("Artifacts kept"), state["artifacts"]], [_("Jobs with artifacts"), state["jobs_with_artifacts"]],
         [_("Artifact size (GB)"), state["artifact_gb"]]])
     figures = [
-        figure("jobs_submitted", _("Jobs submitted"), jobs.get("submitted"), _("jobs"), before.get("submitted")),
-        figure("jobs_failed", _("Jobs failed"), jobs.get("failed"), _("jobs"), before.get("failed")),
-        figure("jobs_preempted", _("Jobs preempted at least once"), jobs.get("preempted"), _("jobs"),
+        figure("jobs_submitted", _("Jobs submitted"), jobs.get("submitted"), "", before.get("submitted")),
+        figure("jobs_failed", _("Jobs failed"), jobs.get("failed"), "", before.get("failed")),
+        figure("jobs_preempted", _("Jobs preempted at least once"), jobs.get("preempted"), "",
                before.get("preempted")),
-        figure("retries", _("Retries"), jobs.get("retries"), _("retries"), before.get("retries")),
+        figure("retries", _("Retries"), jobs.get("retries"), "", before.get("retries")),
         figure("run_median", _("Median run time"), run_median, _("hours")),
         figure("run_p95", _("95th percentile run time"), run_p95, _("hours")),
         figure("wait_median", _("Median wait"), hours(report.get("wait_seconds_median")), _("hours"),

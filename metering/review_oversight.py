@@ -93,10 +93,10 @@ def governance(ctx: ReviewContext) -> dict:
         _("Tenant") if ctx.platform else _("Project"), _("GPU-hours allocated"), _("Cost"), _("Share of cost (%)")], [
         [r["name"], r["gpu_hours_allocated"], r["cost"], share(r["cost"], total_cost)] for r in cost_rows])
     figures = [
-        figure("approved", _("Requests approved"), approvals[0], _("requests")),
-        figure("denied", _("Requests denied"), approvals[1], _("requests")),
-        figure("expired", _("Requests expired"), approvals[2], _("requests")),
-        figure("audit_records", _("Audit records"), sum(counts.values()), _("records")),
+        figure("approved", _("Requests approved"), approvals[0], ""),
+        figure("denied", _("Requests denied"), approvals[1], ""),
+        figure("expired", _("Requests expired"), approvals[2], ""),
+        figure("audit_records", _("Audit records"), sum(counts.values()), ""),
         figure("cost", _("Cost"), report.get("cost"), currency, ctx.previous.get("cost")),
     ]
     lines = _approval_lines(ctx, approvals) + _chain_lines(ctx)
@@ -176,14 +176,14 @@ def improvements(ctx: ReviewContext) -> dict:
     tables.append(change_table)
     moved = sum(1 for a in actions if a.get("moved"))
     figures = [
-        figure("recommendations", _("Recommendations"), len(advice), _("recommendations")),
-        figure("actions", _("Improvement actions followed"), len(actions), _("actions")),
-        figure("actions_moved", _("Actions whose metric moved as expected"), moved, _("actions")),
-        figure("changes", _("Changes to templates, rules and quotas"), len(changes), _("changes")),
+        figure("recommendations", _("Recommendations"), len(advice), ""),
+        figure("actions", _("Improvement actions followed"), len(actions), ""),
+        figure("actions_moved", _("Actions whose metric moved as expected"), moved, ""),
+        figure("changes", _("Changes to templates, rules and quotas"), len(changes), ""),
     ]
     if plan is not None:
         figures.append(figure("add_gpus", _("GPUs to add (capacity plan)"),
-                              sum(m.get("add_gpus") or 0 for m in models), _("GPUs")))
+                              sum(m.get("add_gpus") or 0 for m in models), ""))
     return group("improvements", _("Improvements"), _("What changes next month, and is the next expansion backed "
                                                       "by data?"),
                  _improvement_conclusions(ctx, advice, actions, models, changes), figures, tables, charts)
@@ -266,7 +266,7 @@ def acceptance(ctx: ReviewContext) -> dict:
          "; ".join(str(e.get("text", "")) for e in r.get("evidence") or []),
          "; ".join(_note_text(n) for n in r.get("notes") or [])] for r in rows])
     return group("acceptance", _("Acceptance checklist"), _("Is the platform ready to go live or to grow?"), lines,
-                 [figure("areas_present", _("Areas with evidence"), len(present), _("areas"))],
+                 [figure("areas_present", _("Areas with evidence"), len(present), "")],
                  [checklist_table], [])
 
 

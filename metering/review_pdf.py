@@ -390,15 +390,33 @@ class _Renderer:
         return table
 
     def column_widths(self, columns: list[str], rows: list[list[str]]) -> list[float]:
-        """Widths in proportion to each column's longest text (bounded, so one long column cannot squeeze the
-        others to nothing), filling the text width. Chinese characters count double."""
-        weights = []
+        """Every column first gets its longest word (header or cell: no word is cut mid-way where the width
+        allows), then the rest of the text width goes to the columns with longer text, in proportion to how
+        much more they would take (bounded, so one long column cannot squeeze the others). Chinese characters
+        count double."""
+        shortest, longest = [], []
         for i, column in enumerate(columns):
-            header = max([_text_width(word) for word in column.split()] or [0])  # no header word is cut
-            longest = max([header + 1, _text_width(column) * 0.6, *(_text_width(str(row[i])) for row in rows[:500])])
-            weights.append(min(max(longest, 4), 40))
-        total = sum(weights) or 1
-        return [self.width * weight / total for weight in weights]
+            texts = [column, *(str(row[i]) for row in rows[:500])]
+            shortest.append(min(max([_text_width(word) for text in texts for word in text.split()] or [1]),
+                                WORD_CAP) + CELL_PADDING_CHARS)
+            longest.append(min(max(_text_width(text) for text in texts), LINE_CAP) + CELL_PADDING_CHARS)
+        available = self.width / CHAR_POINTS
+        if sum(shortest) >= available:
+            return [self.width * w / sum(shortest) for w in shortest]
+        extra = [max(long - short, 0) for short, long in zip(shortest, longest, strict=True)]
+        spare = available - sum(shortest)
+        grow = sum(extra)
+        widths = [short + (spare * e / grow if grow else spare / len(shortest)) for short, e in zip(shortest, extra,
+                                                                                                  strict=True)]
+        return [w * CHAR_POINTS for w in widths]
+
+
+#: Table layout in characters of the 8-point table font: a character's mean width in points, the cell padding,
+#: the longest word kept whole and the longest line a column asks for.
+CHAR_POINTS = 4.8
+CELL_PADDING_CHARS = 4
+WORD_CAP = 24
+LINE_CAP = 60
 
 
 def _text_width(text: str) -> int:

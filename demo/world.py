@@ -12,6 +12,7 @@ import random
 import uuid
 from collections import defaultdict
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -22,6 +23,7 @@ from metering.tasks import freeze_last_month
 from scheduling import lifecycle, submission
 from scheduling.dispatch import KEPT_STATE
 from scheduling.executors.simulated import SimulatedExecutor, plan_for
+from scheduling.executors.simulated_log import WATCHDOG_SECONDS
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus, TaskType
 from scheduling.tasks import record_update
 from tenants.models import Membership, PlatformRole, Project, Quota, Role, Tenant
@@ -107,6 +109,13 @@ HISTORY_OUTCOMES = [
     *["succeeded"] * 11, FailureCategory.OUT_OF_MEMORY, FailureCategory.EXIT_CODE, FailureCategory.IMAGE,
     FailureCategory.TIMEOUT, FailureCategory.NODE_FAULT, "cancelled",
 ]
+#: The first multi-node run of the history and every eighth after it first lose the network between their nodes
+#: (NCCL's watchdog), are diagnosed to one node, retried away from it and then succeed; the others succeed at once.
+#: One in eight stays below the acceptance checklist's 20 % (``metering.acceptance``) from the 11th run on, which
+#: two closed months always reach: the demo's multi-node row shows failures localised, not a network to check.
+COMMUNICATION_EVERY = 8
+#: A communication failure is seen only once NCCL's watchdog gave up on the hung collective.
+COMMUNICATION_FIRST_RUN = timedelta(seconds=WATCHDOG_SECONDS + 60)
 #: How long a retried history job waits for its next attempt (the next scheduling passes), and the longest
 #: an attempt waits for its image (``plan_for``'s pull, plus the dispatch).
 RETRY_WAIT = timedelta(minutes=2)
@@ -175,8 +184,26 @@ def history_start(now=None):
     return first
 
 
+class HistoryPlan(NamedTuple):
+    """A finished job of the history to create: who ran what on which model, when it was submitted, how long it
+    waited for its GPUs and how long it ran. A multi-node run names its project and how it ends; the others draw
+    both when they are created (``HISTORY_OUTCOMES``)."""
+
+    owner: str
+    tenant: str
+    model: str
+    task: str
+    gpus: int  # per node
+    submitted: datetime
+    wait: timedelta
+    run: timedelta
+    nodes: int = 1
+    project: str = ""
+    outcome: str = ""
+
+
 def _history_plans(rng, start, now):
-    """(owner, tenant, model, task, gpus, submitted, wait, run) of every finished job to create.
+    """The single-node jobs of the history (``HistoryPlan``s).
 
     A few jobs a day on every model, long training runs on H100 and A100, and every third day a crunch on
     H100: five 8-GPU training jobs at once that queue behind each other, so the reports have waits and
@@ -191,21 +218,39 @@ def _history_plans(rng, start, now):
             task = rng.choice(["training", "research", "research", "notebook", "evaluation", "test"])
             wait = timedelta(minutes=rng.choice([0.2, 1, 5, 30, 90, 240]) * (3 if model == "H100" else 1))
             run = timedelta(minutes=rng.choice([20, 60, 120, 240, 480, 720, 1440]) * rng.uniform(0.7, 1.3))
-            yield (username, tenant_name, model, task, rng.choice([1, 2, 4, 8]),
-                   day + timedelta(hours=rng.uniform(0, 23)), wait, run)
+            yield HistoryPlan(username, tenant_name, model, task, rng.choice([1, 2, 4, 8]),
+                              day + timedelta(hours=rng.uniform(0, 23)), wait, run)
         for username, tenant_name, model, hours in (("frank", "nlp", "H100", (14, 22)),
                                                     ("alice", "vision", "H100", (10, 18)),
                                                     ("bob", "nlp", "H100", (12, 20)),
                                                     ("carol", "vision", "A100", (10, 20))):
-            yield (username, tenant_name, model, "training", 8, day + timedelta(hours=rng.uniform(0, 6)),
-                   timedelta(minutes=rng.choice([1, 10, 45])), timedelta(hours=rng.uniform(*hours)))
+            yield HistoryPlan(username, tenant_name, model, "training", 8, day + timedelta(hours=rng.uniform(0, 6)),
+                              timedelta(minutes=rng.choice([1, 10, 45])), timedelta(hours=rng.uniform(*hours)))
         if index % 3 == 1:
             for k in range(5):
                 username, tenant_name = rng.choice([("bob", "nlp"), ("frank", "nlp"), ("alice", "vision")])
-                yield (username, tenant_name, "H100", "training", 8, day + timedelta(hours=9, minutes=k),
-                       timedelta(hours=1.5 * k), timedelta(hours=rng.uniform(3, 6)))
+                yield HistoryPlan(username, tenant_name, "H100", "training", 8, day + timedelta(hours=9, minutes=k),
+                                  timedelta(hours=1.5 * k), timedelta(hours=rng.uniform(3, 6)))
         day += timedelta(days=1)
         index += 1
+
+
+def _multi_node_plans(rng, start, now):
+    """The multi-node runs of the history, as a site's month has them: twice a week, then once, and so on, bob or
+    frank pre-trains in nlp/llm-pretrain on two whole H100 nodes (16 of nlp's 24 H100) for most of a day. The
+    first of the history and every ``COMMUNICATION_EVERY``-th first fail on the network between their nodes, so
+    even a few days of history show a communication failure localised to a node and its retry."""
+    week, weeks, index = start, 0, 0
+    while week < now:
+        for offset in sorted(rng.sample(range(7), 2 if weeks % 2 == 0 else 1)):
+            outcome = "succeeded" if index % COMMUNICATION_EVERY else FailureCategory.COMMUNICATION
+            yield HistoryPlan(rng.choice(["bob", "frank"]), "nlp", "H100", "training", 8,
+                              week + timedelta(days=offset, hours=rng.uniform(7, 11)),
+                              timedelta(minutes=rng.choice([1, 10, 45])), timedelta(hours=rng.uniform(8, 20)),
+                              nodes=2, project="llm-pretrain", outcome=outcome)
+            index += 1
+        week += timedelta(days=7)
+        weeks += 1
 
 
 class _GpuCalendar:
@@ -217,36 +262,59 @@ class _GpuCalendar:
         for node in Node.objects.prefetch_related("gpus").order_by("name"):
             self.nodes[node.gpu_model].append((node, sorted(node.gpus.all(), key=lambda gpu: gpu.index)))
 
-    def place(self, rng, model: str, count: int, at: datetime, avoid=()) -> tuple[datetime, Node, list[GPU]]:
-        """The earliest moment from ``at`` when a node (not one of ``avoid``) has ``count`` free GPUs, one of
-        the nodes that has them then, and those GPUs."""
+    def _options(self, model: str, count: int, at: datetime, avoid) -> list[tuple[datetime, Node, list[GPU]]]:
+        """For each node of ``model`` (not one of ``avoid``): from when on it has ``count`` free GPUs, and which."""
         options = []
         for node, gpus in self.nodes[model]:
             if node.pk not in avoid:
                 free = sorted(gpus, key=lambda gpu: (max(self.free_at.get(gpu.pk, at), at), gpu.index))[:count]
                 options.append((max(max(self.free_at.get(gpu.pk, at), at) for gpu in free), node, free))
+        return options
+
+    def place(self, rng, model: str, count: int, at: datetime, avoid=()) -> tuple[datetime, Node, list[GPU]]:
+        """The earliest moment from ``at`` when a node (not one of ``avoid``) has ``count`` free GPUs, one of
+        the nodes that has them then, and those GPUs."""
+        options = self._options(model, count, at, avoid)
         earliest = min(option[0] for option in options)
         return rng.choice([option for option in options if option[0] == earliest])
+
+    def place_nodes(self, rng, model: str, count: int, nodes: int, at: datetime,
+                    avoid=()) -> tuple[datetime, list[tuple[Node, list[GPU]]]]:
+        """The earliest moment from ``at`` when ``nodes`` nodes (none of ``avoid``) each have ``count`` free GPUs,
+        as a gang starts: all at once. That moment and the chosen nodes (by name) with their GPUs. A GPU stays
+        free once it is (``free_at`` is the end of its last run), so the moment is the ``nodes``-th earliest of
+        the nodes' own."""
+        options = self._options(model, count, at, avoid)
+        if len(options) < nodes:
+            raise ValueError(f"{nodes} nodes of {model} asked for, {len(options)} to choose from")
+        earliest = sorted(option[0] for option in options)[nodes - 1]
+        chosen = rng.sample([option for option in options if option[0] <= earliest], nodes)
+        return earliest, [(node, gpus) for _at, node, gpus in sorted(chosen, key=lambda option: option[1].name)]
 
     def hold(self, gpus: list[GPU], until: datetime) -> None:
         self.free_at.update((gpu.pk, until) for gpu in gpus)
 
 
-def _attempt(job: Job, node: Node, gpus: list[GPU], start_at: datetime, plan: dict,
+def _attempt(job: Job, placements: list[tuple[Node, list[GPU]]], start_at: datetime, plan: dict,
              utilization: int) -> tuple[Job, datetime]:
-    """Run one back-dated attempt of ``job`` on ``gpus`` through the simulated executor at the pace of real time
-    (so its messages, diagnosis and log are those of a live run, its failure retried by the same rule); the job
-    as it ended the attempt, and when."""
+    """Run one back-dated attempt of ``job`` on the GPUs of ``placements`` (one (node, GPUs) per node, as the
+    scheduler admits it) through the simulated executor at the pace of real time (so its messages, diagnosis and
+    log are those of a live run, its failure retried by the same rule); the job as it ended the attempt, and
+    when."""
+    gpus = [gpu for _node, node_gpus in placements for gpu in node_gpus]
     JobAllocation.objects.bulk_create([JobAllocation(job=job, gpu=gpu, allocated_at=start_at) for gpu in gpus])
-    lifecycle.transition(job, JobStatus.ADMITTED, f"Admitted: {len(gpus)} x {job.gpu_model} on {node.name} "
-                         f"(GPU {', '.join(str(gpu.index) for gpu in gpus)}).", at=start_at, cluster=node.cluster)
+    where = "; ".join(f"{node.name} (GPU {', '.join(str(gpu.index) for gpu in node_gpus)})"
+                      for node, node_gpus in placements)
+    cluster = placements[0][0].cluster
+    lifecycle.transition(job, JobStatus.ADMITTED, f"Admitted: {len(gpus)} x {job.gpu_model} on {where}.",
+                         at=start_at, cluster=cluster)
     dispatched = start_at + timedelta(seconds=1)
     kept = {key: value for key, value in job.executor_state.items() if key in KEPT_STATE}
     lifecycle.transition(job, JobStatus.DISPATCHING, "Sent to cluster sim (Simulated executor).", at=dispatched,
                          executor_state={**kept, "plan": plan, "time_scale": 1.0, "demo_utilization_pct": utilization,
                                          "dispatched_at": dispatched.isoformat()})
     job = Job.objects.select_related("task_type").prefetch_related("allocations__gpu__node").get(pk=job.pk)
-    executor, moment = SimulatedExecutor(node.cluster), dispatched + timedelta(seconds=plan["pull_seconds"])
+    executor, moment = SimulatedExecutor(cluster), dispatched + timedelta(seconds=plan["pull_seconds"])
     while True:
         update = executor.observe(job, moment)
         if update is None or not record_update(job, update, moment):
@@ -256,28 +324,44 @@ def _attempt(job: Job, node: Node, gpus: list[GPU], start_at: datetime, plan: di
         moment += timedelta(seconds=min(plan["run_minutes"], job.max_runtime_minutes) * 60, milliseconds=1)
 
 
-def _history_job(users, rng, calendar: _GpuCalendar, task: TaskType, project: Project, plan: tuple,
+def _place(calendar: _GpuCalendar, rng, plan: HistoryPlan, at: datetime,
+           avoid=()) -> tuple[datetime, list[tuple[Node, list[GPU]]]]:
+    """When and where an attempt of ``plan`` starts from ``at``: on one node, or on ``plan.nodes`` at once."""
+    if plan.nodes == 1:
+        start_at, node, chosen = calendar.place(rng, plan.model, plan.gpus, at, avoid=avoid)
+        return start_at, [(node, chosen)]
+    return calendar.place_nodes(rng, plan.model, plan.gpus, plan.nodes, at, avoid=avoid)
+
+
+def _history_job(users, rng, calendar: _GpuCalendar, task: TaskType, project: Project, plan: HistoryPlan,
                  cutoff: datetime) -> Job | None:
-    """One finished job of the history (``plan``: a row of ``_history_plans``), or None when it would not have
-    finished by ``cutoff``."""
-    username, _tenant, model, _code, gpus, submitted, waited, ran = plan
-    outcome = rng.choice(HISTORY_OUTCOMES)
+    """One finished job of the history, or None when it would not have finished by ``cutoff``. An infrastructure
+    failure (a node fault; on several nodes, their communication) is retried away from the node its diagnosis
+    names, where the rest of the run succeeds."""
+    username, model, gpus, submitted, waited = plan.owner, plan.model, plan.gpus, plan.submitted, plan.wait
+    outcome = plan.outcome or rng.choice(HISTORY_OUTCOMES)
+    retried = outcome in (FailureCategory.NODE_FAULT, FailureCategory.COMMUNICATION)
     limit = timedelta(minutes=task.default_max_runtime_minutes)
-    ran = limit * 1.5 if outcome == FailureCategory.TIMEOUT else min(ran, limit * rng.uniform(0.3, 0.95))
-    first_run = ran * rng.uniform(0.1, 0.5) if outcome == FailureCategory.NODE_FAULT else min(ran, limit)
-    start_at, node, chosen = calendar.place(rng, model, gpus, submitted + waited)
+    ran = limit * 1.5 if outcome == FailureCategory.TIMEOUT else min(plan.run, limit * rng.uniform(0.3, 0.95))
+    first_run = ran * rng.uniform(0.1, 0.5) if retried else min(ran, limit)
+    if outcome == FailureCategory.COMMUNICATION:
+        first_run = max(first_run, COMMUNICATION_FIRST_RUN)
+    start_at, placements = _place(calendar, rng, plan, submitted + waited)
     end = start_at + first_run + PULL_BOUND
-    if outcome == FailureCategory.NODE_FAULT:  # where and when its retry would run
-        end = calendar.place(rng, model, gpus, end + RETRY_WAIT, avoid=(node.pk,))[0] + ran - first_run + PULL_BOUND
+    if retried:  # where and when its retry would run: away from all its nodes, at the latest
+        avoid = {node.pk for node, _gpus in placements}
+        end = _place(calendar, rng, plan, end + RETRY_WAIT, avoid)[0] + ran - first_run + PULL_BOUND
     if end > cutoff:
         return None  # only finished history; today's work is the live jobs
     owner = users[username]
+    command = (f"torchrun --nnodes {plan.nodes} --nproc-per-node {gpus} pretrain.py" if plan.nodes > 1
+               else "python train.py")
     job = lifecycle.create_job(
         status=JobStatus.QUEUED, reason=f"Submitted by {username}; task type {task.code} needs no approval.",
         actor=owner, tenant=project.tenant, project=project, owner=owner, task_type=task, gpu_model=model,
-        name=f"{task.code}-{model.lower()}-{submitted:%m%d-%H%M}", gpus_per_node=gpus, node_count=1,
+        name=f"{task.code}-{model.lower()}-{submitted:%m%d-%H%M}", gpus_per_node=gpus, node_count=plan.nodes,
         image=rng.choice(["registry.local/pytorch:2.4-cuda12", "registry.local/jax:0.4-cuda12"]),
-        command="python train.py", max_runtime_minutes=task.default_max_runtime_minutes, priority=task.priority,
+        command=command, max_runtime_minutes=task.default_max_runtime_minutes, priority=task.priority,
         submitted_at=submitted)
     if outcome == "cancelled":
         lifecycle.transition(job, JobStatus.CANCELLED, f"Cancelled by {username}.", actor=owner, at=submitted + waited)
@@ -287,22 +371,25 @@ def _history_job(users, rng, calendar: _GpuCalendar, task: TaskType, project: Pr
     run_plan = {**plan_for(job), "outcome": outcome, "run_minutes": round(first_run.total_seconds()) / 60}
     if outcome == FailureCategory.TIMEOUT:
         run_plan["run_minutes"] = ran.total_seconds() / 60  # beyond its max runtime, which stops it
-    job, ended = _attempt(job, node, chosen, start_at, run_plan, utilization)
-    calendar.hold(chosen, ended)
-    if job.status == JobStatus.QUEUED:  # retried after its node failed: the rest of the run on another node
-        start_at, node, chosen = calendar.place(rng, model, gpus, ended + RETRY_WAIT,
-                                                avoid=job.executor_state["avoid_nodes"])
+    job, ended = _attempt(job, placements, start_at, run_plan, utilization)
+    for _node, chosen in placements:
+        calendar.hold(chosen, ended)
+    if job.status == JobStatus.QUEUED:  # retried by the rule of every executor: the rest of the run elsewhere
+        start_at, placements = _place(calendar, rng, plan, ended + RETRY_WAIT, job.executor_state["avoid_nodes"])
         run_plan = {**plan_for(job), "outcome": "succeeded",
                     "run_minutes": round((ran - first_run).total_seconds()) / 60}
-        calendar.hold(chosen, _attempt(job, node, chosen, start_at, run_plan, utilization)[1])
+        ended = _attempt(job, placements, start_at, run_plan, utilization)[1]
+        for _node, chosen in placements:
+            calendar.hold(chosen, ended)
     return job
 
 
 def seed_history(users: dict, start=None, seed: int = 7) -> int:
     """Finished jobs since ``start`` (default: two months back), with back-dated timelines and released
     allocations, run through the simulated executor in real time (their failures have their diagnosis, their
-    evidence and their log; a node fault is retried); the simulated GPU utilisation of each goes into its
-    executor state for the demo readings."""
+    evidence and their log; a node fault, or a multi-node run's communication failure, is retried away from its
+    node); the simulated GPU utilisation of each goes into its executor state for the demo readings. The
+    multi-node runs are drawn apart (``_multi_node_plans``), so the single-node plans stay those of ``seed``."""
     rng = random.Random(seed)
     now = timezone.now()
     start = start or history_start(now)
@@ -312,10 +399,12 @@ def seed_history(users: dict, start=None, seed: int = 7) -> int:
         projects.setdefault(project.tenant.name, []).append(project)
     calendar = _GpuCalendar()
     created = 0
-    plans = sorted(_history_plans(rng, start, now), key=lambda plan: plan[5] + plan[6])  # in the order they start
+    plans = sorted([*_history_plans(rng, start, now), *_multi_node_plans(random.Random(seed + 1), start, now)],
+                   key=lambda plan: plan.submitted + plan.wait)  # in the order they start
     for plan in plans:
-        project = rng.choice(projects[plan[1]])
-        created += _history_job(users, rng, calendar, task_types[plan[3]], project, plan,
+        project = (next(p for p in projects[plan.tenant] if p.name == plan.project) if plan.project
+                   else rng.choice(projects[plan.tenant]))
+        created += _history_job(users, rng, calendar, task_types[plan.task], project, plan,
                                 now - timedelta(minutes=30)) is not None
     return created
 

@@ -15,9 +15,10 @@ from decimal import Decimal
 from django.utils import timezone
 
 from fleet.models import GPU, GpuReading, Node, NodeReading
-from gpuportal.dates import local_day
+from gpuportal.dates import local_day, next_month
 from gpuportal.db import bulk_insert
-from metering.models import GpuPrice
+from metering import improvement_queries, improvements, reports
+from metering.models import CapacityAction, GpuPrice, ImprovementAction
 from metering.rollup import rollup
 from scheduling.models import JobAllocation
 
@@ -77,3 +78,20 @@ def seed_metering(start) -> dict:
     readings = seed_readings(start, now)
     result = rollup(local_day(start), local_day(now), now=now, force=True)
     return {"readings": readings, "nodes": Node.objects.count(), **result.as_dict()}
+
+
+def seed_improvement_action(users: dict, month: date) -> ImprovementAction | None:
+    """The platform admin turns the closed month's first "add GPUs" advice (else its first advice to change
+    something) into an action due this month, as a review meeting would: the current month's pack and the
+    acceptance checklist then show an action being followed."""
+    report, _snapshot = reports.report_for(month)
+    advice = sorted((a for a in report.get("recommendations", []) if a["action"] != CapacityAction.KEEP),
+                    key=lambda a: a["action"] != CapacityAction.ADD)
+    if not advice:
+        return None
+    initial = improvement_queries.advice_prefill(month, None, advice[0]["gpu_model"], advice[0]["action"])
+    return improvements.create_action(
+        users["admin"], month=month, tenant=None, title=initial["title"], owner=users["admin"],
+        due_month=next_month(month), metric=initial["metric"], direction=initial["direction"],
+        gpu_model=advice[0]["gpu_model"], recommendation=initial["recommendation"],
+        reason="Agreed at the monthly capacity review (demo).")

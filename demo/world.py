@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.models import GPU, Cluster, Node
+from metering import reports
 from metering.tasks import freeze_last_month
 from scheduling import lifecycle, submission
 from scheduling.dispatch import KEPT_STATE
@@ -29,7 +30,7 @@ from scheduling.tasks import record_update
 from tenants.models import Membership, PlatformRole, Project, Quota, Role, Tenant
 
 from .governance import seed_governance
-from .metering import seed_metering
+from .metering import seed_improvement_action, seed_metering
 
 TASK_TYPES = [
     # code, name, priority, preemptible, requires approval, default max runtime (minutes)
@@ -434,6 +435,7 @@ def seed_demo(history: bool = True) -> dict:
             world["history"] = seed_history(world["users"], start)
             world["metering"] = seed_metering(start)
             world["frozen"] = freeze_last_month()  # as the beat task does once a month has closed
+            world["action"] = seed_improvement_action(world["users"], reports.last_closed_month())
         world["live"] = seed_live_jobs(world["users"])
         world["governance"] = seed_governance(world["users"])
     return world

@@ -57,6 +57,11 @@ def parse_month(text: str) -> date:
     return calendar_month(text)
 
 
+def last_closed_month(now: datetime | None = None) -> date:
+    """The first day of the month that closed last (the one the beat task freezes)."""
+    return month_start(month_start(local_day(now or timezone.now())) - timedelta(days=1))
+
+
 def is_closed(month: date, now: datetime | None = None) -> bool:
     return next_month(month) <= local_day(now or timezone.now())
 

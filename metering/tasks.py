@@ -7,7 +7,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
-from gpuportal.dates import local_day, month_start
+from gpuportal.dates import local_day
 from tenants.models import Tenant
 
 from . import reports
@@ -24,7 +24,7 @@ def rollup_recent() -> dict:
 @shared_task
 def freeze_last_month() -> list[str]:
     """Freeze the platform report and every tenant's report of the month that closed last."""
-    last_month = month_start(month_start(local_day(timezone.now())) - timedelta(days=1))
+    last_month = reports.last_closed_month()
     frozen = []
     for tenant in [None, *Tenant.objects.all()]:
         if reports.current_snapshot(last_month, tenant) is None:

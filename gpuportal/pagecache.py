@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 from django.conf import settings
 from django.core.cache import cache
@@ -39,9 +40,15 @@ def enabled() -> bool:
 def generation() -> int:
     value = cache.get(GENERATION_KEY)
     if value is None:
-        cache.add(GENERATION_KEY, 1, timeout=None)
-        value = cache.get(GENERATION_KEY) or 1
+        cache.add(GENERATION_KEY, _fresh_start(), timeout=None)
+        value = cache.get(GENERATION_KEY) or _fresh_start()
     return value
+
+
+def _fresh_start() -> int:
+    """A counter that was evicted restarts above every value it can have had (entries of an old generation
+    may still be kept), so it starts from the clock in nanoseconds rather than from 1."""
+    return time.time_ns()
 
 
 def data_changed() -> None:
@@ -54,8 +61,8 @@ def data_changed() -> None:
 def _bump() -> None:
     try:
         cache.incr(GENERATION_KEY)
-    except ValueError:  # the counter expired or was never set: any new value starts a new generation
-        cache.add(GENERATION_KEY, 1, timeout=None)
+    except ValueError:  # the counter was evicted or never set: start it afresh
+        cache.add(GENERATION_KEY, _fresh_start(), timeout=None)
     except Exception:  # the cache is down: entries expire within PAGE_CACHE["SECONDS"] anyway
         logger.warning("Could not bump the page-cache generation; cached pages expire on their own.", exc_info=True)
 
@@ -68,8 +75,9 @@ def _key(request, name: str) -> str:
 
 
 def _lookup(request, name: str):
-    """(key, kept answer) — (None, None) when nothing may be kept or the cache is unreachable."""
-    if not enabled() or request.method != "GET":
+    """(key, kept answer) — (None, None) when nothing may be kept (a message waits to be shown, e.g. after a
+    redirect) or the cache is unreachable."""
+    if not enabled() or request.method != "GET" or _messages_waiting(request):
         return None, None
     try:
         key = _key(request, name)
@@ -77,6 +85,11 @@ def _lookup(request, name: str):
     except Exception:  # the cache is down: answer as if there were none
         logger.warning("Page cache unavailable; answering %s afresh.", name, exc_info=True)
         return None, None
+
+
+def _messages_waiting(request) -> bool:
+    storage = getattr(request, "_messages", None)
+    return storage is not None and bool(len(storage))
 
 
 def cached_page(request, name: str, render) -> HttpResponse:

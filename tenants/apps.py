@@ -10,6 +10,7 @@ class TenantsConfig(AppConfig):
 
     def ready(self):
         # Models can be imported only once the app registry is ready, so not at the top of this module.
-        from .models import Membership, Quota
+        from .models import Membership, PlatformRole, Project, Quota, Tenant
 
-        pagecache.watch(Quota, Membership)  # the dashboard's quota rows and who sees which jobs
+        # The dashboard's quota rows, and who sees which jobs (a revoked role shows at once).
+        pagecache.watch(Quota, Membership, PlatformRole, Tenant, Project)

@@ -5,14 +5,20 @@ visible on the very next read — the cache never shows figures older than the l
 import os
 
 import pytest
+from django.contrib import messages
+from django.contrib.messages.storage import default_storage
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.cache import cache
 from django.db import connection
+from django.http import HttpResponse
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from gpuportal import pagecache
 from scheduling import lifecycle
 from scheduling.models import Job, JobStatus, TaskType
-from tenants.models import Project, Quota
+from tenants.models import PlatformRole, Project, Quota
+from tests.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CACHE_URL = os.environ.get("TEST_CACHE_URL", "redis://127.0.0.1:6379/10")
@@ -98,3 +104,30 @@ def test_nothing_is_kept_without_a_shared_cache(client, users, settings):
     _first, rendered = _get(client, "/")
     _again, again = _get(client, "/")
     assert again == rendered
+
+
+def test_a_revoked_platform_role_shows_on_the_next_read(client, users, shared_cache):
+    _job(users, "vision-job")
+    client.login(username="dave", password=PASSWORD)  # a manager reads every tenant's jobs
+    names = [row["name"] for row in _get(client, "/api/jobs/")[0].json()["results"]]
+    assert "vision-job" in names
+    PlatformRole.objects.filter(user=users["dave"]).delete()
+    assert "vision-job" not in [row["name"] for row in _get(client, "/api/jobs/")[0].json()["results"]]
+
+
+def test_a_waiting_message_is_never_answered_from_the_cache(rf, users, shared_cache):
+    request = rf.get("/")
+    SessionMiddleware(lambda r: None).process_request(request)
+    request.session.save()
+    request.user = users["alice"]
+    request._messages = default_storage(request)
+    rendered = []
+
+    def render():
+        rendered.append(1)
+        return HttpResponse(f"page {len(rendered)}")
+
+    pagecache.cached_page(request, "test", render)
+    assert pagecache.cached_page(request, "test", render).content == b"page 1"  # kept
+    messages.success(request, "Saved.")
+    assert pagecache.cached_page(request, "test", render).content == b"page 2"  # the message must be shown

@@ -4,8 +4,11 @@ with its past error, and "add N GPUs by month M" with the figures behind it.
 Why this is deliberately simple: the plan is read by managers who must be able to check it by hand. The
 figure planned with is the 95th percentile of the daily peak demand (held plus asked for by waiting jobs),
 so a few exceptional days do not buy hardware but a busy month does. The trend is an ordinary least-squares
-line through those monthly figures (three months or more), otherwise the last month is carried forward, and
-the same method is replayed on past months (a backtest) so the reader sees how far off it has been.
+line through those monthly figures (three months or more), otherwise the last month is carried forward. Each
+past month is then forecast again from the months before it, with the method the plan would have used at that
+point (a backtest), so the error the reader sees is the error of this method, not of another one. "Add N" is
+sized for the largest excess over the whole horizon, not only the first month over capacity, so the advice
+does not have to be repeated a month later.
 
 Everything comes from one aggregate query over ``CapacityDaily`` for the window (months x models rows, never
 per day) plus the fleet catalogue for the node size the advice is rounded to, as ``reports.recommendations``
@@ -20,21 +23,21 @@ from datetime import date, datetime
 from django.db.models import Aggregate, Avg, Count, FloatField, Max
 from django.db.models.functions import TruncMonth
 from django.utils import timezone
+from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.dates import local_day, month_start, next_month
-from gpuportal.formatting import figure_text
 
+from . import reports
 from .models import CapacityDaily
+from .review_parts import whole
 
 #: The share of days whose peak demand the plan covers.
 PLAN_PERCENTILE = 0.95
 #: A trend needs at least this many months; fewer and the last month is carried forward.
 LINEAR_MIN_MONTHS = 3
-#: Node size assumed for a model the catalogue does not know (as in ``reports._capacity``).
-DEFAULT_GPUS_PER_NODE = 8
 
 
 class Method:
@@ -69,13 +72,6 @@ def _label(month: date) -> str:
     return f"{month:%Y-%m}"
 
 
-def _num(value) -> str:
-    """A figure for a sentence: whole numbers without ".0", thousands grouped."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return figure_text(value)
-
-
 def _r(value, digits: int = 1):
     return None if value is None else round(value, digits)
 
@@ -102,34 +98,41 @@ def predict(points: list[tuple[int, float]], x: int, method: str) -> float:
     return max(points[-1][1], 0.0)
 
 
-def backtest(points: list[tuple[int, float]], method: str) -> dict:
-    """Forecast each past month from the months before it with ``method`` and compare with what happened.
+def backtest(points: list[tuple[int, float]]) -> dict:
+    """Forecast each past month from the months before it and compare with what happened.
 
-    A linear forecast needs two earlier months, carrying forward one. The percentage error leaves out months
-    whose actual demand was 0 (any miss would be infinite there)."""
-    needed = 2 if method == Method.LINEAR else 1
+    Each month is replayed with the method the plan would have used then (``method_for`` the number of
+    earlier months): carried forward while fewer than ``LINEAR_MIN_MONTHS`` months came before, a straight
+    line from then on, so the error reported is that of the method the forecast uses. Every month after the
+    first can be tested. The percentage error leaves out months whose actual demand was 0 (any miss would be
+    infinite there)."""
     errors, shares = [], []
-    for k in range(needed, len(points)):
+    for k in range(1, len(points)):
         x, actual = points[k]
-        miss = abs(predict(points[:k], x, method) - actual)
+        miss = abs(predict(points[:k], x, method_for(k)) - actual)
         errors.append(miss)
         if actual > 0:
             shares.append(miss / actual * 100)
     if not errors:
-        return {"months_tested": 0, "mae_gpus": None, "mape": None, "text": ngettext(
-            "No past month can be checked yet: the forecast needs %(n)d earlier month to be replayed.",
-            "No past month can be checked yet: the forecast needs %(n)d earlier months to be replayed.",
-            needed) % {"n": needed}}
+        return {"months_tested": 0, "mae_gpus": None, "mape": None, "text": _(
+            "No past month can be checked yet: replaying the forecast takes at least 2 months of data.")}
     mae = round(sum(errors) / len(errors), 1)
     mape = round(sum(shares) / len(shares), 1) if shares else None
+    figures = {"mae": whole(mae), "n": len(errors), "min": LINEAR_MIN_MONTHS}
     if mape is None:
-        text = ngettext("Past forecasts were off by %(mae)s GPUs on average (%(n)d month checked).",
-                        "Past forecasts were off by %(mae)s GPUs on average (%(n)d months checked).",
-                        len(errors)) % {"mae": _num(mae), "n": len(errors)}
+        text = ngettext(
+            "Replayed on %(n)d past month (last month carried forward while fewer than %(min)d months came "
+            "before, a straight line from then on): off by %(mae)s GPUs on average.",
+            "Replayed on %(n)d past months (last month carried forward while fewer than %(min)d months came "
+            "before, a straight line from then on): off by %(mae)s GPUs on average.",
+            len(errors)) % figures
     else:
-        text = ngettext("Past forecasts were off by %(mae)s GPUs (%(mape)s %%) on average (%(n)d month checked).",
-                        "Past forecasts were off by %(mae)s GPUs (%(mape)s %%) on average (%(n)d months checked).",
-                        len(errors)) % {"mae": _num(mae), "mape": _num(round(mape)), "n": len(errors)}
+        text = ngettext(
+            "Replayed on %(n)d past month (last month carried forward while fewer than %(min)d months came "
+            "before, a straight line from then on): off by %(mae)s GPUs (%(mape)s %%) on average.",
+            "Replayed on %(n)d past months (last month carried forward while fewer than %(min)d months came "
+            "before, a straight line from then on): off by %(mae)s GPUs (%(mape)s %%) on average.",
+            len(errors)) % {**figures, "mape": whole(round(mape))}
     return {"months_tested": len(errors), "mae_gpus": mae, "mape": mape, "text": text}
 
 
@@ -148,7 +151,8 @@ def _monthly_rows(first: date, following: date, last_day: date) -> dict[str, lis
 
 
 def _gpus_per_node() -> dict[str, int]:
-    """Whole GPUs per node by model, the way ``reports._capacity`` and ``recommendations`` size "add N"."""
+    """Whole GPUs per node by model, the way ``reports._capacity`` and ``recommendations`` size "add N"
+    (a model the catalogue does not know gets ``reports.DEFAULT_GPUS_PER_NODE``, read by the caller)."""
     return {model: max(1, round(c.total_gpus / max(c.nodes, 1))) for model, c in gpu_model_catalogue().items()}
 
 
@@ -164,7 +168,7 @@ def plan(month: date, months_back: int = 6, horizon: int = 3, now: datetime | No
     months = sorted({row["month"] for rows in per_model.values() for row in rows})
     future = [_add_months(month, i) for i in range(1, horizon + 1)]
     node_sizes = _gpus_per_node() if per_model else {}
-    models = [_model_plan(model, rows, future, node_sizes.get(model, DEFAULT_GPUS_PER_NODE))
+    models = [_model_plan(model, rows, future, node_sizes.get(model, reports.DEFAULT_GPUS_PER_NODE))
               for model, rows in sorted(per_model.items())]
     return {"month": _label(month), "months": [_label(m) for m in months], "models": models,
             "text": "" if models else _("No capacity history yet: nothing to forecast.")}
@@ -179,15 +183,18 @@ def _model_plan(model: str, rows: list[dict], future: list[date], step: int) -> 
     capacity = rows[-1]["capacity"] or 0
     forecast = [{"month": _label(m), "demand_gpus": round(predict(points, _index(m), method), 1)} for m in future]
     trend = round(linear_fit(points)[0], 2) if method == Method.LINEAR else None
-    error = backtest(points, method)
+    error = backtest(points)
+    # When to act: the first month over capacity; how much: enough for the highest month of the horizon
+    # (the earliest of equal highs), so the advice holds to its end.
     over = next((f for f in forecast if f["demand_gpus"] > capacity), None)
+    peak = max(forecast, key=lambda f: f["demand_gpus"])
     add = 0
     if over is not None:
-        add = int(math.ceil(round(over["demand_gpus"] - capacity, 1) / step) * step)
+        add = int(math.ceil(round(peak["demand_gpus"] - capacity, 1) / step) * step)
     entry = {"gpu_model": model, "capacity_gpus": capacity, "gpus_per_node": step, "history": history,
              "trend_per_month": trend, "method": method, "method_text": _method_text(method, len(points)),
              "forecast": forecast, "error": error, "add_gpus": add, "add_by": over["month"] if over else None}
-    entry["why"] = _why(entry, over)
+    entry["why"] = _why(entry, over, peak)
     return entry
 
 
@@ -203,44 +210,57 @@ def _method_text(method: str, months: int) -> str:
         months) % {"n": months, "min": LINEAR_MIN_MONTHS}
 
 
-def _why(entry: dict, over: dict | None) -> str:
-    """The sentence a manager reads: where demand went, when it passes capacity, what to add, how sure."""
+def _trend_text(trend: float) -> str:
+    """The monthly trend with its sign and one decimal ("+2.0", "-0.4"); a trend that rounds to nothing is
+    "0.0", never "+0.0" or "-0.0"."""
+    shown = round(trend, 1)
+    if shown == 0:
+        return number_format(0.0, decimal_pos=1, force_grouping=True)
+    return ("+" if shown > 0 else "") + number_format(shown, decimal_pos=1, force_grouping=True)
+
+
+def _why(entry: dict, over: dict | None, peak: dict) -> str:
+    """The sentence a manager reads: where demand went, when it passes capacity, what to add, how sure.
+
+    The history part quotes the first and last months and the fitted trend side by side, without a verb
+    ("rose", "fell") that one of them could contradict when the months in between swing."""
     history, model = entry["history"], entry["gpu_model"]
     first, last = history[0]["demand_p95_gpus"], history[-1]["demand_p95_gpus"]
     if entry["method"] == Method.LINEAR:
-        trend = entry["trend_per_month"]
-        figures = {"model": model, "first": _num(first), "last": _num(last), "n": len(history),
-                   "trend": ("+" if trend >= 0 else "") + _num(round(trend, 1))}
-        if trend > 0:
-            past = _("%(model)s: p95 demand rose from %(first)s to %(last)s GPUs over %(n)d months "
-                     "(%(trend)s/month)") % figures
-        elif trend < 0:
-            past = _("%(model)s: p95 demand fell from %(first)s to %(last)s GPUs over %(n)d months "
-                     "(%(trend)s/month)") % figures
-        else:
-            past = _("%(model)s: p95 demand stayed flat at %(last)s GPUs over %(n)d months") % figures
+        past = _("%(model)s: p95 demand went from %(first)s to %(last)s GPUs over %(n)d months; trend %(trend)s "
+                 "GPUs/month") % {"model": model, "first": whole(first), "last": whole(last), "n": len(history),
+                                  "trend": _trend_text(entry["trend_per_month"])}
     else:
         past = _("%(model)s: p95 demand was %(last)s GPUs in %(month)s (too little history for a trend: "
-                 "carried forward)") % {"model": model, "last": _num(last), "month": history[-1]["month"]}
+                 "carried forward)") % {"model": model, "last": whole(last), "month": history[-1]["month"]}
     error = entry["error"]
     if error["mae_gpus"] is None:
         accuracy = _("no past forecast could be checked yet")
-    elif error["mape"] is None:
-        accuracy = _("past forecasts were off by %(mae)s GPUs on average") % {"mae": _num(error["mae_gpus"])}
     else:
-        accuracy = _("past forecasts were off by %(mae)s GPUs (%(mape)s %%) on average") % {
-            "mae": _num(error["mae_gpus"]), "mape": _num(round(error["mape"]))}
+        figures = {"mae": whole(error["mae_gpus"]), "n": error["months_tested"]}
+        if error["mape"] is None:
+            accuracy = ngettext("past forecasts were off by %(mae)s GPUs on average (%(n)d month tested)",
+                                "past forecasts were off by %(mae)s GPUs on average (%(n)d months tested)",
+                                error["months_tested"]) % figures
+        else:
+            accuracy = ngettext(
+                "past forecasts were off by %(mae)s GPUs (%(mape)s %%) on average (%(n)d month tested)",
+                "past forecasts were off by %(mae)s GPUs (%(mape)s %%) on average (%(n)d months tested)",
+                error["months_tested"]) % {**figures, "mape": whole(round(error["mape"]))}
     capacity = entry["capacity_gpus"]
     if over is not None:
         nodes = entry["add_gpus"] // entry["gpus_per_node"]
         add = ngettext("add %(add)s GPUs (%(nodes)d node)", "add %(add)s GPUs (%(nodes)d nodes)", nodes) % {
-            "add": _num(entry["add_gpus"]), "nodes": nodes}
-        return _("%(past)s; at this rate it exceeds the %(capacity)s installed in %(when)s (%(demand)s GPUs) → "
-                 "%(add)s before then; %(accuracy)s.") % {
-            "past": past, "capacity": _num(capacity), "when": over["month"], "demand": _num(over["demand_gpus"]),
-            "add": add, "accuracy": accuracy}
-    peak = max(f["demand_gpus"] for f in entry["forecast"])
+            "add": whole(entry["add_gpus"]), "nodes": nodes}
+        figures = {"past": past, "capacity": whole(capacity), "when": over["month"],
+                   "demand": whole(over["demand_gpus"]), "peak": whole(peak["demand_gpus"]),
+                   "peak_month": peak["month"], "add": add, "accuracy": accuracy}
+        if peak["month"] == over["month"]:
+            return _("%(past)s; at this rate it exceeds the %(capacity)s installed in %(when)s (%(demand)s GPUs) "
+                     "→ %(add)s before %(when)s; %(accuracy)s.") % figures
+        return _("%(past)s; at this rate it exceeds the %(capacity)s installed in %(when)s; %(peak)s by "
+                 "%(peak_month)s → %(add)s before %(when)s; %(accuracy)s.") % figures
     return _("%(past)s; at this rate it stays under the %(capacity)s installed through %(until)s (at least "
              "%(headroom)s GPUs of headroom) → nothing to add; %(accuracy)s.") % {
-        "past": past, "capacity": _num(capacity), "until": entry["forecast"][-1]["month"],
-        "headroom": _num(round(capacity - peak, 1)), "accuracy": accuracy}
+        "past": past, "capacity": whole(capacity), "until": entry["forecast"][-1]["month"],
+        "headroom": whole(round(capacity - peak["demand_gpus"], 1)), "accuracy": accuracy}

@@ -39,6 +39,8 @@ ADD_WHEN_ALLOCATION_RATE = 0.8
 #: Below this allocated share, peaks above capacity call for spreading them out, not for buying.
 SPREAD_BELOW_ALLOCATION_RATE = 0.5
 LEND_WHEN_IDLE_SHARE = 0.5
+#: GPUs per node assumed for a model the fleet catalogue does not know (the "add N" rounding step).
+DEFAULT_GPUS_PER_NODE = 8
 
 
 def percentile(values, q: float):
@@ -212,7 +214,7 @@ def _capacity(month: date, following: date, now: datetime) -> dict:
                                                    "capacity_gpu_hours": 0.0, "allocated_gpu_hours": 0.0,
                                                    "used_gpu_hours": 0.0, "peak_demand_gpus": 0.0,
                                                    "days_over_capacity": 0, "excess": [], "util": [],
-                                                   "gpus_per_node": per_node.get(row.gpu_model, 8)})
+                                                   "gpus_per_node": per_node.get(row.gpu_model, DEFAULT_GPUS_PER_NODE)})
         entry["capacity_gpus"] = max(entry["capacity_gpus"], row.capacity_gpus)
         entry["days"] += 1
         entry["capacity_gpu_hours"] += row.capacity_gpus * day_hours

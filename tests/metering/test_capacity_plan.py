@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from metering import capacity_plan
+from metering import capacity_plan, reports, review_parts
 from metering.models import CapacityDaily
 
 NOW = datetime(2026, 11, 15, 12, tzinfo=ZoneInfo("UTC"))
@@ -49,16 +49,20 @@ def test_a_rising_demand_gives_the_hand_computed_trend_and_the_first_month_over_
     assert h100["method"] == "linear" and h100["trend_per_month"] == 10.4
     assert h100["forecast"] == [{"month": "2026-11", "demand_gpus": 82.0}, {"month": "2026-12", "demand_gpus": 92.4},
                                 {"month": "2027-01", "demand_gpus": 102.8}]
-    # November (82.0) still fits in 83; December is 9.4 over: two nodes of 8 GPUs.
+    # November (82.0) still fits in 83; December (92.4) is the first month over, but January is 19.8 over:
+    # three nodes of 8 GPUs, to be in place before December.
     assert h100["capacity_gpus"] == 83 and h100["gpus_per_node"] == 8
-    assert h100["add_by"] == "2026-12" and h100["add_gpus"] == 16
-    assert "rose from 40 to 70 GPUs over 4 months (+10.4/month)" in h100["why"]
-    assert "2026-12" in h100["why"] and "add 16 GPUs (2 nodes)" in h100["why"]
-    # Backtest: September from July-August: 60 vs 64 (4, 6.25 %); October from July-September: slope 12,
-    # intercept 39.33 -> 75.33 vs 70 (5.33, 7.62 %). Means: 4.67 GPUs, 6.9 %.
-    assert h100["error"]["months_tested"] == 2
-    assert h100["error"]["mae_gpus"] == 4.7 and h100["error"]["mape"] == 6.9
-    assert "off by 4.7 GPUs (7 %)" in h100["why"]
+    assert h100["add_by"] == "2026-12" and h100["add_gpus"] == 24
+    assert "went from 40 to 70 GPUs over 4 months; trend +10.4 GPUs/month" in h100["why"]
+    assert ("exceeds the 83 installed in 2026-12; 102.8 by 2027-01 → add 24 GPUs (3 nodes) before 2026-12"
+            in h100["why"])
+    # Backtest with the method of each point: August carried forward from July: 40 vs 50 (10, 20 %);
+    # September carried forward from August: 50 vs 64 (14, 21.88 %); October on the line through July-September
+    # (slope 12, intercept 39.33): 75.33 vs 70 (5.33, 7.62 %). Means: 9.78 GPUs, 16.5 %.
+    assert h100["error"]["months_tested"] == 3
+    assert h100["error"]["mae_gpus"] == 9.8 and h100["error"]["mape"] == 16.5
+    assert "Replayed on 3 past months" in h100["error"]["text"]
+    assert "off by 9.8 GPUs (16 %) on average (3 months tested)" in h100["why"]
 
 
 def test_a_flat_demand_under_capacity_adds_nothing_and_says_the_headroom(rising):
@@ -66,6 +70,7 @@ def test_a_flat_demand_under_capacity_adds_nothing_and_says_the_headroom(rising)
     assert a100["trend_per_month"] == 0 and [f["demand_gpus"] for f in a100["forecast"]] == [10, 10, 10]
     assert a100["add_gpus"] == 0 and a100["add_by"] is None
     assert "stays under the 32 installed" in a100["why"] and "22 GPUs of headroom" in a100["why"]
+    assert "went from 10 to 10 GPUs over 4 months; trend 0.0 GPUs/month" in a100["why"]
     assert a100["error"]["mae_gpus"] == 0
 
 
@@ -90,15 +95,20 @@ def test_the_window_keeps_the_months_asked_for_and_never_days_after_now(world):
     assert capacity_plan.plan(date(2026, 11, 1), now=NOW)["models"][0]["history"][-1]["month"] == "2026-10"
 
 
-def test_the_backtest_replays_the_method_on_each_past_month():
-    # 10, 20, 40, 40: month 2 from (10, 20) -> 30 vs 40 (10, 25 %); month 3 from (10, 20, 40): slope 15,
-    # intercept 8.33 -> 53.33 vs 40 (13.33, 33.3 %). Means: 11.7 GPUs, 29.2 %.
-    error = capacity_plan.backtest([(0, 10.0), (1, 20.0), (2, 40.0), (3, 40.0)], "linear")
-    assert error["months_tested"] == 2 and error["mae_gpus"] == 11.7 and error["mape"] == 29.2
-    assert "11.7" in error["text"]
-    # Carrying forward: month 1 from month 0 -> 10 vs 20 (10, 50 %).
-    error = capacity_plan.backtest([(0, 10.0), (1, 20.0)], "carry_forward")
+def test_the_backtest_replays_each_past_month_with_the_method_the_forecast_used_then():
+    # 10, 20, 40, 40: month 1 carried forward -> 10 vs 20 (10, 50 %); month 2 carried forward (two earlier
+    # months are too few for a line) -> 20 vs 40 (20, 50 %); month 3 on the line through (10, 20, 40): slope 15,
+    # intercept 8.33 -> 53.33 vs 40 (13.33, 33.3 %). Means: 14.4 GPUs, 44.4 %.
+    error = capacity_plan.backtest([(0, 10.0), (1, 20.0), (2, 40.0), (3, 40.0)])
+    assert error["months_tested"] == 3 and error["mae_gpus"] == 14.4 and error["mape"] == 44.4
+    assert "Replayed on 3 past months" in error["text"] and "14.4" in error["text"]
+    # Three months: both tested months are carried forward (a 2-point line would have said 30 for month 2).
+    error = capacity_plan.backtest([(0, 10.0), (1, 20.0), (2, 40.0)])
+    assert (error["months_tested"], error["mae_gpus"], error["mape"]) == (2, 15, 50)
+    error = capacity_plan.backtest([(0, 10.0), (1, 20.0)])
     assert (error["months_tested"], error["mae_gpus"], error["mape"]) == (1, 10, 50)
+    assert "Replayed on 1 past month " in error["text"]
+    assert capacity_plan.backtest([(0, 10.0)])["months_tested"] == 0
 
 
 def test_a_falling_trend_is_never_forecast_below_zero(world):
@@ -106,7 +116,8 @@ def test_a_falling_trend_is_never_forecast_below_zero(world):
         days("A100", month, [demand], capacity=32)
     a100 = by_model(capacity_plan.plan(OCTOBER, now=NOW))["A100"]
     assert a100["trend_per_month"] == -15 and [f["demand_gpus"] for f in a100["forecast"]] == [0, 0, 0]
-    assert "fell from 30 to 0 GPUs" in a100["why"] and a100["add_gpus"] == 0
+    assert "went from 30 to 0 GPUs over 3 months; trend -15.0 GPUs/month" in a100["why"]
+    assert a100["add_gpus"] == 0
 
 
 def test_one_month_only_carries_it_forward_and_says_no_error_can_be_measured(world):
@@ -129,7 +140,7 @@ def test_no_data_gives_no_models_and_says_so(world):
 def test_the_platform_report_shows_the_plan_and_a_tenant_report_does_not(client, users, rising):
     client.login(username="dave", password="demo")
     html = client.get("/reports/2026-10/").content.decode()
-    assert 'id="capacity-plan"' in html and "add 16 GPUs (2 nodes)" in html
+    assert 'id="capacity-plan"' in html and "add 24 GPUs (3 nodes)" in html
     assert "2027-01" in html and "102.8" in html
     client.login(username="frank", password="demo")
     assert 'id="capacity-plan"' not in client.get("/reports/2026-10/nlp/").content.decode()
@@ -139,3 +150,53 @@ def test_the_platform_report_without_history_shows_the_empty_state(client, users
     client.login(username="dave", password="demo")
     html = client.get("/reports/2026-10/").content.decode()
     assert 'id="capacity-plan"' in html and "No capacity history yet." in html
+
+
+def test_add_is_sized_for_the_highest_month_of_the_horizon_and_due_by_the_first_over(world):
+    # p95 1, 12, 23 in September-November: +11 a month -> 34, 45, 56 in December-February against 32 GPUs.
+    for month, demand in zip([date(2026, 9, 1), OCTOBER, date(2026, 11, 1)], [1, 12, 23], strict=True):
+        days("A100", month, [demand], capacity=32)
+    a100 = by_model(capacity_plan.plan(date(2026, 11, 1), now=NOW))["A100"]
+    assert [f["demand_gpus"] for f in a100["forecast"]] == [34, 45, 56]
+    assert a100["add_by"] == "2026-12" and a100["add_gpus"] == 24  # 56 - 32 = 24: three nodes of 8
+    assert ("exceeds the 32 installed in 2026-12; 56 by 2027-02 → add 24 GPUs (3 nodes) before 2026-12"
+            in a100["why"])
+
+
+def test_the_first_month_over_being_the_highest_names_it_once(world):
+    days("H100", OCTOBER, [20, 40], capacity=32)  # carried forward: 39 in each month
+    h100 = by_model(capacity_plan.plan(OCTOBER, now=NOW))["H100"]
+    assert "exceeds the 32 installed in 2026-11 (39 GPUs) → add 8 GPUs (1 node) before 2026-11" in h100["why"]
+
+
+def test_the_trend_sentence_cannot_contradict_the_first_and_last_months(world):
+    # p95 20, 0, 30, 30, 15 in June-October: x 0..4, mean 2 and 19: slope (-2 + 19 + 0 + 11 - 8) / 10 = +2,
+    # although October is below June.
+    months = [date(2026, 6, 1), date(2026, 7, 1), date(2026, 8, 1), date(2026, 9, 1), OCTOBER]
+    for month, demand in zip(months, [20, 0, 30, 30, 15], strict=True):
+        days("A100", month, [demand], capacity=64)
+    why = by_model(capacity_plan.plan(OCTOBER, now=NOW))["A100"]["why"]
+    assert "went from 20 to 15 GPUs over 5 months; trend +2.0 GPUs/month" in why
+    assert "rose" not in why and "fell" not in why
+
+
+def test_a_small_trend_keeps_one_decimal(world):
+    # 10, 10, 10, 10, 10.2: slope 2 * 0.2 / 10 = +0.04 a month, shown as 0.0 rather than "+0".
+    months = [date(2026, 6, 1), date(2026, 7, 1), date(2026, 8, 1), date(2026, 9, 1), OCTOBER]
+    for month, demand in zip(months, [10, 10, 10, 10, 10.2], strict=True):
+        days("A100", month, [demand], capacity=64)
+    a100 = by_model(capacity_plan.plan(OCTOBER, now=NOW))["A100"]
+    assert a100["trend_per_month"] == 0.04
+    assert "went from 10 to 10.2 GPUs over 5 months; trend 0.0 GPUs/month" in a100["why"]
+    assert [capacity_plan._trend_text(t) for t in (0.44, -2, -0.04)] == ["+0.4", "-2.0", "0.0"]
+
+
+def test_sentence_figures_and_the_default_node_size_come_from_one_place(world, monkeypatch):
+    assert capacity_plan.whole is review_parts.whole and not hasattr(capacity_plan, "_num")
+    assert not hasattr(capacity_plan, "DEFAULT_GPUS_PER_NODE")
+    monkeypatch.setattr(reports, "DEFAULT_GPUS_PER_NODE", 4)
+    days("B200", OCTOBER, [13], capacity=8)  # no B200 node in the catalogue: the default node size applies
+    b200 = by_model(capacity_plan.plan(OCTOBER, now=NOW))["B200"]
+    assert b200["gpus_per_node"] == 4 and b200["add_gpus"] == 8  # 5 over: two nodes of 4
+    capacity = reports._capacity(OCTOBER, date(2026, 11, 1), NOW)
+    assert {m["gpu_model"]: m["gpus_per_node"] for m in capacity["models"]}["B200"] == 4

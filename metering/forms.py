@@ -4,6 +4,7 @@ are attached to the fields, so a refused form re-renders with the input kept and
 from django import forms
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.utils.functional import lazy
 from django.utils.translation import gettext_lazy as _
 
 from fleet.catalogue import gpu_model_catalogue
@@ -11,7 +12,7 @@ from gpuportal.validation import calendar_month
 from tenants.models import Tenant
 
 from . import acceptance, improvements
-from .improvement_queries import shown_value, stored_value
+from .improvement_queries import edited_value, shown_value, stored_value
 from .models import AcceptanceArea, ImprovementDirection, ImprovementMetric, ImprovementStatus
 
 # --- improvement actions (issue 19) --------------------------------------------------------------------
@@ -122,7 +123,11 @@ class ActionEditForm(_ActionForm):
     def save(self, actor):
         return self._apply(lambda data: improvements.update_action(
             actor, self.action, data["reason"], title=data["title"], status=data["status"], owner=data["owner"],
-            due_month=data["due_month"], target=self._target(self.action.metric), notes=data["notes"]))
+            due_month=data["due_month"], target=self._edited_target(), notes=data["notes"]))
+
+    def _edited_target(self):
+        """The target typed, or the stored one where it is still the rounded figure the form showed."""
+        return edited_value(self.action.metric, self.cleaned_data.get("target"), self.action.target)
 
 
 class ActionDeleteForm(_ActionForm):
@@ -152,9 +157,10 @@ class AcceptanceNoteForm(forms.Form):
     configuration = forms.CharField(label=_("Configuration"), required=False, max_length=acceptance.MAX_CONFIGURATION,
                                     widget=forms.Textarea(attrs={"rows": 4}),
                                     help_text=_("The settings, versions or commands the evidence was gathered with."))
+    # lazy: the help text is filled in the reader's language when the form is shown, not at import
     screenshot = forms.FileField(label=_("Screenshot"), required=False,
-                                 help_text=_("PNG or JPEG, at most %(mb)d MB.") % {
-                                     "mb": acceptance.SCREENSHOT_MAX_BYTES // (1024 * 1024)})
+                                 help_text=lazy(lambda: str(_("PNG or JPEG, at most %(mb)d MB.")) % {
+                                     "mb": acceptance.SCREENSHOT_MAX_BYTES // (1024 * 1024)}, str)())
 
     def clean_screenshot(self):
         upload = self.cleaned_data.get("screenshot")

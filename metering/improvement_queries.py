@@ -11,7 +11,7 @@ convert what a form shows and takes.
 from __future__ import annotations
 
 import math
-from datetime import date
+from datetime import date, datetime
 
 from django.db.models import Q
 from django.utils import timezone
@@ -149,6 +149,16 @@ def stored_value(metric: str, shown: float | None) -> float | None:
     return shown
 
 
+def edited_value(metric: str, typed: float | None, stored: float | None) -> float | None:
+    """What an edit form's field holds in the report's unit, ``stored`` itself where ``typed`` is what the form
+    showed for it: ``shown_value`` rounds, and converting the rounded figure back would differ from
+    ``stored`` and record a change nobody made."""
+    shown = shown_value(metric, stored)
+    if typed is not None and shown is not None and math.isclose(typed, shown, rel_tol=1e-9, abs_tol=1e-9):
+        return stored
+    return stored_value(metric, typed)
+
+
 def unit_text(metric: str) -> str:
     if metric in HOUR_METRICS:
         return _("hours")
@@ -198,9 +208,31 @@ def moved_text(metric: str, gpu_model: str, direction: str, baseline, current, t
     text = _("%(metric)s: %(before)s → %(after)s, %(verdict)s") % {
         "metric": metric_label(metric, gpu_model), "before": metric_text(metric, baseline),
         "after": metric_text(metric, current), "verdict": verdict}
-    if target is not None:
-        text += " " + _("(target %(target)s)") % {"target": metric_text(metric, target)}
-    return text
+    return text + _target_text(metric, target)
+
+
+def _target_text(metric: str, target) -> str:
+    return "" if target is None else " " + _("(target %(target)s)") % {"target": metric_text(metric, target)}
+
+
+def follow_up(action: ImprovementAction, month: date, current: float | None, closed: bool) -> tuple[bool | None, str]:
+    """Whether ``action``'s metric moved as of ``month`` (``current`` its value there), and the sentence for it.
+
+    No verdict (None) where comparing would mislead: in the action's own month the baseline is compared with
+    itself and reads "did not move", and an open month's partial figures against a full month's baseline
+    read as a drop in anything that adds up over the month."""
+    label, before = metric_label(action.metric, action.gpu_model), metric_text(action.metric, action.baseline)
+    if action.month == month:
+        text = _("%(metric)s: %(before)s in %(month)s, the baseline month; the following months are compared "
+                 "with it") % {"metric": label, "before": before, "month": f"{month:%Y-%m}"}
+        return None, text + _target_text(action.metric, action.target)
+    if not closed:
+        text = _("%(metric)s: %(before)s → %(after)s so far in %(month)s (the month is still open)") % {
+            "metric": label, "before": before, "after": metric_text(action.metric, current),
+            "month": f"{month:%Y-%m}"}
+        return None, text + _target_text(action.metric, action.target)
+    return (moved(action.direction, action.baseline, current),
+            moved_text(action.metric, action.gpu_model, action.direction, action.baseline, current, action.target))
 
 
 # --- rows ----------------------------------------------------------------------------------------------
@@ -231,28 +263,32 @@ def _scoped(tenant: Tenant | None):
     return actions.filter(tenant__isnull=True) if tenant is None else actions.filter(tenant=tenant)
 
 
-def actions_for_review(month: date, tenant: Tenant | None = None, *, report: dict | None = None) -> list[dict]:
+def actions_for_review(month: date, tenant: Tenant | None = None, *, report: dict | None = None,
+                       now: datetime | None = None) -> list[dict]:
     """The actions the review pack of ``month`` follows up, with the metric's value in that month.
 
     Those made from an earlier month's report that were still open when ``month`` began (planned or in
     progress, or done/dropped with their last change in or after ``month``), plus those due in ``month``.
-    ``report`` is ``month``'s report when the caller has it already (else ``reports.report_for``)."""
+    ``report`` is ``month``'s report when the caller has it already (else ``reports.report_for``). ``moved``
+    is None, with ``moved_text`` saying why, while ``month`` is still open (as of ``now``) and for an action
+    made from ``month``'s own report: see ``follow_up``."""
     month = month_start(month)
     still_open = Q(status__in=[ImprovementStatus.PLANNED, ImprovementStatus.IN_PROGRESS]) | Q(
         last_updated__gte=day_start(month))
     actions = list(_scoped(tenant).filter((Q(month__lt=month) & still_open) | Q(due_month=month)))
     if not actions:
         return []
+    now = now or timezone.now()
     if report is None:
-        report = reports.report_for(month, tenant)[0]
+        report = reports.report_for(month, tenant, now)[0]
+    closed = reports.is_closed(month, now)
     rows = []
     for action in actions:
         row = action_row(action, month)
         current = metric_value(report, action.metric, action.gpu_model)
-        row.update(current=current, current_text=metric_text(action.metric, current),
-                   moved=moved(action.direction, action.baseline, current),
-                   moved_text=moved_text(action.metric, action.gpu_model, action.direction, action.baseline,
-                                         current, action.target))
+        verdict, text = follow_up(action, month, current, closed)
+        row.update(current=current, current_text=metric_text(action.metric, current), moved=verdict,
+                   moved_text=text)
         rows.append(row)
     return rows
 

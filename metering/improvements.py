@@ -10,11 +10,12 @@ The reads live in ``improvement_queries`` and are re-exported here for callers t
 from __future__ import annotations
 
 import math
-from datetime import date
+from datetime import date, datetime
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from audit import log as audit
@@ -113,13 +114,19 @@ def _state(action: ImprovementAction) -> dict:
 
 def create_action(actor, *, month: date, tenant: Tenant | None, title: str, owner, due_month: date, metric: str,
                   direction: str, target: float | None = None, gpu_model: str = "", recommendation: str = "",
-                  notes: str = "", reason: str = "") -> ImprovementAction:
+                  notes: str = "", reason: str = "", now: datetime | None = None) -> ImprovementAction:
     """A new action following ``month``'s report; its baseline is the metric's value in that report.
 
+    ``month`` must be closed (as of ``now``): an open month's report holds partial figures and a future one
+    nothing, and a baseline read from either would make every later month look like a change.
     ``target`` is in the report's unit (seconds, fraction). ``reason`` defaults to the recommendation."""
     _require_admin(actor, _("create"))
     errors: dict[str, str] = {}
+    now = now or timezone.now()
     month = _month(errors, "month", month)
+    if month and not reports.is_closed(month, now):
+        errors["month"] = _("month: only a closed month's report can be the baseline: %(month)s is still "
+                            "open.") % {"month": f"{month:%Y-%m}"}
     due_month = _month(errors, "due_month", due_month)
     if month and due_month and due_month < month:
         errors["due_month"] = _("due_month: %(due)s is before the report month %(month)s.") % {
@@ -144,8 +151,8 @@ def create_action(actor, *, month: date, tenant: Tenant | None, title: str, owne
             "choices": ", ".join(ImprovementDirection.values)}
     target = _target(errors, metric, target)
     report = None
-    if month and "gpu_model" not in errors and "tenant" not in errors:
-        report = reports.report_for(month, tenant)[0]
+    if month and not {"month", "gpu_model", "tenant"} & errors.keys():
+        report = reports.report_for(month, tenant, now)[0]
         if gpu_model and gpu_model not in _models_of(report):
             errors["gpu_model"] = _("gpu_model: no GPU model %(m)r in the fleet or in %(month)s's report.") % {
                 "m": gpu_model, "month": f"{month:%Y-%m}"}

@@ -25,7 +25,7 @@ from gpuportal.dates import local_day, month_start
 from tenants.models import Tenant
 
 from . import reports, review_groups, review_oversight
-from .models import CapacityDaily, MonthlyReport, UsageDaily
+from .models import CapacityDaily, MonthlyReport
 from .review_parts import ReviewContext, change_text, hours, percent
 
 #: The groups in the order the document shows them (the contract fixes the keys).
@@ -69,19 +69,20 @@ def _title(ctx: ReviewContext) -> str:
 
 
 def _coverage(ctx: ReviewContext) -> dict:
-    """Whether every day of the month (of the days elapsed, for an open month) has rolled-up data: capacity
-    rows for the platform, the tenant's usage rows for a tenant."""
+    """Whether the rollup covered every day of the month (of the days elapsed, for an open month).
+
+    A day counts when the rollup wrote its capacity rows, for a tenant's pack too: a day the tenant ran
+    nothing is a day without usage, not a day without data (and capacity rows say nothing about tenants)."""
     start, end = ctx.window
     last = min(end - timedelta(days=1), local_day(ctx.now))
     expected = max((last - start).days + 1, 0)
-    if ctx.tenant is None:
-        rows = CapacityDaily.objects.filter(day__gte=start, day__lte=last)
-    else:
-        rows = UsageDaily.objects.filter(tenant=ctx.tenant, day__gte=start, day__lte=last)
+    rows = CapacityDaily.objects.filter(day__gte=start, day__lte=last)
     days = sorted(set(rows.values_list("day", flat=True).distinct()))
     in_month = calendar.monthrange(start.year, start.month)[1]
-    complete = len(days) >= expected
-    if not days:
+    complete = expected > 0 and len(days) >= expected
+    if not expected:
+        text = _("%(month)s has not started yet: there is no data to review.") % {"month": ctx.month_text}
+    elif not days:
         text = _("No data for %(month)s: none of its %(n)d days was rolled up.") % {
             "month": ctx.month_text, "n": expected}
     elif complete:
@@ -97,7 +98,8 @@ def _coverage(ctx: ReviewContext) -> dict:
                  "%(last)s); missing: %(missing)s.") % {
             "n": len(days), "total": expected, "month": ctx.month_text, "first": days[0].isoformat(),
             "last": days[-1].isoformat(), "missing": missing}
-    return {"complete": complete, "days_with_data": len(days), "days_in_month": expected, "text": text}
+    return {"complete": complete, "days_with_data": len(days), "days_expected": expected, "days_in_month": in_month,
+            "text": text}
 
 
 def _days(first: date, last: date) -> list[date]:
@@ -146,7 +148,8 @@ def _comparison(ctx: ReviewContext) -> dict:
 
 def _summary(ctx: ReviewContext, groups: list[dict], coverage: dict) -> list[str]:
     """The headline: the month's GPU-hours against the previous month's, whether the data is whole, then the
-    first conclusion of each group."""
+    first conclusion of each group. The GPU-hours are printed as ``monthly_report`` prints them (no grouping),
+    so a reader can find the one figure in the other."""
     allocated, before = ctx.report.get("gpu_hours_allocated"), ctx.previous.get("gpu_hours_allocated")
     if before:
         lines = [_("%(hours)s GPU-hours allocated in %(month)s (%(change)s against %(previous)s GPU-hours in "
@@ -159,7 +162,8 @@ def _summary(ctx: ReviewContext, groups: list[dict], coverage: dict) -> list[str
     if not coverage["complete"]:
         lines.append(coverage["text"])
     for group in groups:
-        first = next((c for c in group["conclusions"] if str(allocated) not in c), None)
-        if first:
-            lines.append(first)
+        # Resources opens with the GPU-hours line the summary has just given: its next conclusion is taken.
+        conclusions = group["conclusions"][1:] if group["key"] == "resources" else group["conclusions"]
+        if conclusions:
+            lines.append(conclusions[0])
     return lines

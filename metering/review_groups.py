@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from django.db.models import Aggregate, Count, DurationField, Exists, ExpressionWrapper, F, OuterRef, Q, Sum
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext, pgettext
 
 from fleet.catalogue import gpu_model_catalogue
 from fleet.models import Vendor
@@ -101,7 +101,7 @@ def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
     efficiency = report.get("efficiency")
     lines = [_("%(hours)s GPU-hours allocated and %(used)s used in %(month)s (efficiency %(eff)s).") % {
         "hours": str(report.get("gpu_hours_allocated")), "used": whole(report.get("gpu_hours_used")),
-        "month": ctx.month_text, "eff": "—" if efficiency is None else f"{efficiency * 100:.0f} %"}]
+        "month": ctx.month_text, "eff": "—" if efficiency is None else f"{percent_text(efficiency)} %"}]
     over = [m for m in models if m["days_over_capacity"]]
     idle = [m for m in models if m.get("allocation_rate") is not None
             and 1 - m["allocation_rate"] >= IDLE_CONCLUSION_SHARE]
@@ -118,8 +118,8 @@ def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
     for q in quota_rows:
         used = q.get("share_of_guarantee")
         if used is not None and used > 1:
-            lines.append(_("%(tenant)s used %(share).0f %% of its %(model)s guarantee on average.") % {
-                "tenant": q["tenant"], "share": used * 100, "model": q["gpu_model"]})
+            lines.append(_("%(tenant)s used %(share)s %% of its %(model)s guarantee on average.") % {
+                "tenant": q["tenant"], "share": percent_text(used), "model": q["gpu_model"]})
     return lines
 
 
@@ -201,7 +201,7 @@ def tasks(ctx: ReviewContext) -> dict:
     run_median, run_p95 = _run_times(ctx)
     state = _checkpoints(ctx)
     outcomes = table("outcomes", _("Submissions and outcomes"), [_("Outcome"), _("Jobs")], [
-        [_("submitted"), jobs.get("submitted", 0)], [_("succeeded"), jobs.get("succeeded", 0)],
+        [pgettext("job outcome", "submitted"), jobs.get("submitted", 0)], [_("succeeded"), jobs.get("succeeded", 0)],
         [_("failed"), jobs.get("failed", 0)], [_("cancelled"), jobs.get("cancelled", 0)],
         [_("preempted at least once"), jobs.get("preempted", 0)], [_("reclaimed when idle"), jobs.get("reclaimed", 0)],
         [_("retries"), jobs.get("retries", 0)]])
@@ -246,10 +246,10 @@ def _task_conclusions(ctx, jobs, failures, failed_total, run_times, state, wait_
     submitted = jobs.get("submitted") or 0
     if not submitted:
         return [_("No job was submitted in %(month)s.") % {"month": ctx.month_text}]
-    lines = [ngettext("%(n)s job was submitted in %(month)s; %(failed)s failed (%(share).0f %%).",
-                      "%(n)s jobs were submitted in %(month)s; %(failed)s failed (%(share).0f %%).", submitted) % {
+    lines = [ngettext("%(n)s job was submitted in %(month)s; %(failed)s failed (%(share)s %%).",
+                      "%(n)s jobs were submitted in %(month)s; %(failed)s failed (%(share)s %%).", submitted) % {
         "n": whole(submitted), "month": ctx.month_text, "failed": whole(jobs.get("failed") or 0),
-        "share": 100 * (jobs.get("failed") or 0) / submitted}]
+        "share": percent_text((jobs.get("failed") or 0) / submitted)}]
     if failed_total:
         resource = sum(failures.get(str(c), 0) for c in RESOURCE_FAILURES)
         lines.append(_("%(share)s %% of failures were resource-related (out of memory, node or GPU faults).") % {

@@ -23,7 +23,7 @@ from . import capacity_plan
 from .acceptance import checklist
 from .improvement_queries import actions_for_review
 from .models import CapacityAction
-from .review_parts import ReviewContext, chart, choice_label, figure, group, share, table, whole
+from .review_parts import ReviewContext, chart, choice_label, figure, group, percent_text, share, table, whole
 
 #: Audit actions that change how work is run: templates, reservations (rules) and quotas.
 CHANGE_ACTIONS = (AuditAction.TEMPLATE_CREATE, AuditAction.TEMPLATE_VERSION, AuditAction.TEMPLATE_ARCHIVE,
@@ -73,8 +73,9 @@ def _role_tables(ctx: ReviewContext, people: dict, platform: dict, names: list[s
               for name in names]
     duties += [[name, _("approves requests"), ", ".join(people[(name, Role.APPROVER.value)])]
                for name in names if people.get((name, Role.APPROVER.value))]
-    duties += [[_("platform"), choice_label(PlatformRole.Kind, role), ", ".join(platform.get(role, [])) or "—"]
-               for role in (PlatformRole.Kind.PLATFORM_ADMIN, PlatformRole.Kind.AUDITOR)]
+    if ctx.platform:  # a tenant's pack names that tenant's people only
+        duties += [[_("platform"), choice_label(PlatformRole.Kind, role), ", ".join(platform.get(role, [])) or "—"]
+                   for role in (PlatformRole.Kind.PLATFORM_ADMIN, PlatformRole.Kind.AUDITOR)]
     return [permissions, table("responsibilities", _("Responsibilities"), [_("Scope"), _("Responsibility"),
                                                                             _("Who")], duties)]
 
@@ -102,8 +103,8 @@ def governance(ctx: ReviewContext) -> dict:
     lines = _approval_lines(ctx, approvals) + _chain_lines(ctx)
     if cost_rows and total_cost:
         top = max(cost_rows, key=lambda r: r["cost"])
-        lines.append(_("%(name)s carried %(share).0f %% of the cost (%(cost)s %(currency)s of %(total)s).") % {
-            "name": top["name"], "share": 100 * top["cost"] / total_cost, "cost": whole(top["cost"]),
+        lines.append(_("%(name)s carried %(share)s %% of the cost (%(cost)s %(currency)s of %(total)s).") % {
+            "name": top["name"], "share": percent_text(top["cost"] / total_cost), "cost": whole(top["cost"]),
             "currency": currency, "total": whole(total_cost)})
     orphans = [name for name in names if not people.get((name, Role.TENANT_ADMIN.value))]
     if orphans:
@@ -126,35 +127,38 @@ def _approval_lines(ctx: ReviewContext, approvals: list[int]) -> list[str]:
 
 
 def _chain_lines(ctx: ReviewContext) -> list[str]:
-    """Whether the whole audit chain verifies (one pass over it, as ``manage.py verify_audit`` makes)."""
+    """Whether the whole audit chain verifies (one pass over it, as ``manage.py verify_audit`` makes) — in the
+    platform pack only: the chain is the platform's, its problems name other tenants' records, and a tenant
+    member downloading a pack should not make the server walk the whole log."""
+    if not ctx.platform:
+        return []
     chain = verify()
     if not chain.ok:
         return [_("The audit chain does not verify: %(problem)s.") % {"problem": chain.problem}]
-    if ctx.platform:
-        return [_("The audit chain verifies: %(n)s records, none altered or missing.") % {"n": whole(chain.checked)}]
-    # A tenant's pack does not learn how many records the whole platform wrote.
-    return [_("The audit chain verifies: no record altered or missing.")]
+    return [_("The audit chain verifies: %(n)s records, none altered or missing.") % {"n": whole(chain.checked)}]
 
 
 # --- improvements ----------------------------------------------------------------------------------------
 
 
-def _changes(ctx: ReviewContext) -> list[tuple]:
+def _changes(ctx: ReviewContext) -> tuple[list[tuple], int]:
+    """The month's changes to how work is run (the first ``MAX_CHANGES_LISTED``) and how many there were."""
     start, end = ctx.window
     records = AuditRecord.objects.filter(at__gte=day_start(start), at__lt=day_start(end), action__in=CHANGE_ACTIONS)
     if ctx.tenant is not None:
         records = records.filter(tenant=ctx.tenant)
-    return list(records.order_by("at", "seq").values_list("at", "action", "object_repr", "actor_name", "reason")[
+    listed = list(records.order_by("at", "seq").values_list("at", "action", "object_repr", "actor_name", "reason")[
         :MAX_CHANGES_LISTED])
+    return listed, (len(listed) if len(listed) < MAX_CHANGES_LISTED else records.count())
 
 
 def improvements(ctx: ReviewContext) -> dict:
     """Recommendations, actions and whether their metric moved, the capacity plan, the month's changes to
     templates, rules and quotas: is the next expansion backed by data?"""
     advice = ctx.report.get("recommendations") or []
-    actions = actions_for_review(ctx.month, ctx.tenant, report=ctx.report)
+    actions = actions_for_review(ctx.month, ctx.tenant, report=ctx.report, now=ctx.now)
     plan = capacity_plan.plan(ctx.month, now=ctx.now) if ctx.platform else None
-    changes = _changes(ctx)
+    changes, change_count = _changes(ctx)
     recommendations = table("recommendations", _("Recommendations of the month"), [
         _("GPU model"), _("Advice"), _("Evidence")], [
         [r["gpu_model"], choice_label(CapacityAction, r.get("action", "")), r.get("evidence", "")] for r in advice])
@@ -179,17 +183,17 @@ def improvements(ctx: ReviewContext) -> dict:
         figure("recommendations", _("Recommendations"), len(advice), ""),
         figure("actions", _("Improvement actions followed"), len(actions), ""),
         figure("actions_moved", _("Actions whose metric moved as expected"), moved, ""),
-        figure("changes", _("Changes to templates, rules and quotas"), len(changes), ""),
+        figure("changes", _("Changes to templates, rules and quotas"), change_count, ""),
     ]
     if plan is not None:
         figures.append(figure("add_gpus", _("GPUs to add (capacity plan)"),
                               sum(m.get("add_gpus") or 0 for m in models), ""))
     return group("improvements", _("Improvements"), _("What changes next month, and is the next expansion backed "
                                                       "by data?"),
-                 _improvement_conclusions(ctx, advice, actions, models, changes), figures, tables, charts)
+                 _improvement_conclusions(ctx, advice, actions, models, change_count), figures, tables, charts)
 
 
-def _improvement_conclusions(ctx, advice, actions, models, changes) -> list[str]:
+def _improvement_conclusions(ctx, advice, actions, models, change_count: int) -> list[str]:
     lines = []
     if actions:
         moved = sum(1 for a in actions if a.get("moved"))
@@ -210,8 +214,8 @@ def _improvement_conclusions(ctx, advice, actions, models, changes) -> list[str]
         if r.get("action") in (CapacityAction.ADD, CapacityAction.SPREAD, CapacityAction.LEND_OR_MOVE):
             lines.append(r.get("evidence", ""))
     lines.append(ngettext("%(n)d change to templates, rules and quotas was made in %(month)s.",
-                          "%(n)d changes to templates, rules and quotas were made in %(month)s.", len(changes)) % {
-        "n": len(changes), "month": ctx.month_text})
+                          "%(n)d changes to templates, rules and quotas were made in %(month)s.", change_count) % {
+        "n": change_count, "month": ctx.month_text})
     return lines
 
 

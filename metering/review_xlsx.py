@@ -161,6 +161,7 @@ class _Renderer:
                     number_format="0")  # an id: no thousands separator
         writer.pair(_("Coverage"), coverage.get("text", ""))
         writer.pair(_("Days with data"), coverage.get("days_with_data"))
+        writer.pair(_("Days expected (elapsed)"), coverage.get("days_expected"))
         writer.pair(_("Days in the month"), coverage.get("days_in_month"))
         writer.blank()
         writer.heading(_("Summary"))

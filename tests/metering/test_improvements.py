@@ -1,15 +1,17 @@
 """Improvement actions (issue 19): the metric rule, audited writes by platform admins only, the follow-up of
 the next month's pack, and the pages."""
 
+import re
 from datetime import date, timedelta
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
 from audit.models import AuditAction, AuditRecord
-from gpuportal.dates import day_start
+from gpuportal.dates import day_start, local_day, month_start
 from metering import improvements, reports
 from metering.improvement_queries import actions_for_review, metric_value
 from metering.models import CapacityDaily, ImprovementAction, ImprovementStatus
@@ -249,3 +251,62 @@ def test_edit_page_needs_a_reason_and_records_changes_and_removal(two_months, cl
     assert client.post(url, {"delete-reason": "Duplicate"}).status_code == 302
     assert not ImprovementAction.objects.exists()
     assert _records(AuditAction.IMPROVEMENT_DELETE)[0].reason == "Duplicate"
+
+
+def test_the_baseline_month_must_be_closed(two_months):
+    admin = two_months["admin"]
+    mid_november = at("2026-11-20T12:00")
+    for month in (NOV, date(2027, 3, 1)):  # open, future
+        with pytest.raises(ValidationError) as caught:
+            _create(admin, month=month, due_month=month, now=mid_november)
+        assert caught.value.message_dict["month"] == [
+            f"month: only a closed month's report can be the baseline: {month:%Y-%m} is still open."]
+    assert not ImprovementAction.objects.exists() and not _records(AuditAction.IMPROVEMENT_CREATE)
+    assert _create(admin, month=OCT, due_month=NOV, now=mid_november).baseline == 2  # October had closed
+
+
+def test_create_page_refuses_an_open_month_and_keeps_the_input(two_months, client):
+    client.force_login(two_months["admin"])
+    this_month = f"{month_start(local_day(timezone.now())):%Y-%m}"
+    page = client.post(reverse("metering:action-create"),
+                       _form(month=this_month, due_month=this_month, title="Keep what I typed"))
+    body = page.content.decode()
+    assert page.status_code == 400 and 'id="error-month"' in body
+    assert escape(f"{this_month} is still open") in body
+    assert 'value="Keep what I typed"' in body and f'value="{this_month}"' in body
+    assert not ImprovementAction.objects.exists()
+
+
+def test_an_open_months_pack_gives_no_verdict_on_partial_figures(two_months):
+    spread = _create(two_months["admin"])  # September: 6 days over capacity
+    [row] = actions_for_review(OCT, now=at("2026-10-20T12:00"))
+    assert row["id"] == spread.pk and row["current"] == 2 and row["moved"] is None
+    assert row["moved_text"] == ("Days with demand above capacity (A100): 6 d → 2 d so far in 2026-10 (the month "
+                                 "is still open)")
+    [closed] = actions_for_review(OCT, now=at("2026-11-20T12:00"))
+    assert closed["moved"] is True and "moved as expected" in closed["moved_text"]
+
+
+def test_an_action_from_the_packs_own_month_is_not_compared_with_itself(two_months):
+    due_now = _create(two_months["admin"], title="From October, due October", month=OCT, due_month=OCT, target=1)
+    [row] = actions_for_review(OCT, now=at("2026-11-20T12:00"))
+    assert row["id"] == due_now.pk and row["baseline"] == row["current"] == 2
+    assert row["moved"] is None and "did not move" not in row["moved_text"]
+    assert row["moved_text"] == ("Days with demand above capacity (A100): 2 d in 2026-10, the baseline month; "
+                                 "the following months are compared with it (target 1 d)")
+
+
+def test_saving_the_edit_form_unchanged_records_no_target_change(two_months, client):
+    client.force_login(two_months["admin"])
+    action = _create(two_months["admin"], metric="wait_seconds_p95", gpu_model="", target=5000)  # 1.3889 h
+    url = reverse("metering:action-edit", args=[action.pk])
+    page = client.get(url)
+    shown = re.search(r'<input[^>]*name="target"[^>]*value="([^"]*)"', page.content.decode()).group(1)
+    assert shown == "1.39"
+    data = {**page.context["form"].initial, "target": shown, "reason": "Reviewed, nothing to change"}
+    assert client.post(url, data).status_code == 302
+    action.refresh_from_db()
+    assert action.target == 5000 and not _records(AuditAction.IMPROVEMENT_CHANGE)
+    assert client.post(url, {**data, "target": "1.5", "notes": "Tighter"}).status_code == 302
+    [change] = _records(AuditAction.IMPROVEMENT_CHANGE)
+    assert change.before["target"] == 5000 and change.after["target"] == 1.5 * 3600

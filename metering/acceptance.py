@@ -14,7 +14,8 @@ Status rules (``RULES`` shows them on the page; "missing" always means no eviden
   ``INFRA_ATTENTION_SHARE`` of the finished ones. *Attention*: such jobs ran but none succeeded, a model or a
   node is not fully recognised, or infrastructure faults reached that share. *Missing*: none has run.
 * **Multi-node** — a job on 2 or more nodes. *Present*: at least one succeeded, every cross-node communication
-  failure was localised to a node by its diagnosis, and communication failures hit fewer than
+  failure was localised to a node by its diagnosis (every communication attempt, or the final diagnosis when no
+  attempt was recorded, names a node), and communication failures hit fewer than
   ``COMMUNICATION_ATTENTION_SHARE`` of the jobs that ran. *Attention*: they ran but none succeeded, a
   communication failure names no node (the fault was not localised), or communication failures reached that
   share (the network needs a look before growing). *Missing*: none has run.
@@ -24,8 +25,9 @@ Status rules (``RULES`` shows them on the page; "missing" always means no eviden
   records exist but one of those fails. *Missing*: no usage and no such audit record.
 * **Operations** — *Present*: at least ``MIN_TRIAL_DAYS`` days of usage or capacity data (the guidance: a
   month of trial data before deciding to grow), at least one frozen platform report, and the latest report's
-  advice to change something (anything but "keep") followed by at least one improvement action for that
-  month. *Attention*: data exists but one of those fails. *Missing*: no data and no frozen report.
+  advice to change something (anything but "keep") followed by at least one platform improvement action for
+  that month (a tenant's action answers its own report, not the platform's). *Attention*: data exists but one
+  of those fails. *Missing*: no data and no frozen report.
 """
 
 from __future__ import annotations
@@ -35,8 +37,23 @@ from urllib.parse import urlencode
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, OuterRef, Q, Sum
-from django.db.models.fields.json import KeyTransform
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Func,
+    Max,
+    OuterRef,
+    Q,
+    Sum,
+    TextField,
+    Value,
+)
+from django.db.models.fields.json import KT, KeyTransform
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import Exact
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import number_format
@@ -253,12 +270,39 @@ def _multi_card(now: datetime) -> tuple[list[dict], str, str]:
     return (evidence, *_verdict(reasons, bool(counts["ran"]), missing, present))
 
 
-# Jobs whose diagnosis (final, or of an attempt that was retried) says cross-node communication failed; it is
-# localised when every such attempt names a node.
+# Jobs whose diagnosis (final, or of an attempt that was retried) says cross-node communication failed. Such a
+# failure is localised when every communication attempt names a node or, for a job that recorded no attempt of
+# it (only its final diagnosis), when that diagnosis names one. "Names" means a non-empty value: a key that is
+# missing, JSON null and "" all leave the fault unlocalised. All of it is SQL on the JSON, so the row's
+# counts stay one aggregate query whatever the number of jobs.
 _COMMUNICATION_ATTEMPT = Q(executor_state__attempts__contains=[{"category": FailureCategory.COMMUNICATION.value}])
 _COMMUNICATION = Q(failure_category=FailureCategory.COMMUNICATION) | _COMMUNICATION_ATTEMPT
-_LOCALISED = _COMMUNICATION_ATTEMPT & ~Q(
-    executor_state__attempts__contains=[{"category": FailureCategory.COMMUNICATION.value, "node": ""}])
+
+
+class _JsonPathExists(Func):
+    """``jsonb_path_exists(column, path)``: containment (``@>``) cannot ask for a missing key, a path can."""
+
+    function = "jsonb_path_exists"
+    output_field = BooleanField()
+
+    def __init__(self, column: str, path: str):
+        super().__init__(F(column), Func(Value(path), template="(%(expressions)s)::jsonpath",
+                                         output_field=TextField()))
+
+
+#: A communication attempt whose node is missing, null or "".
+_ATTEMPT_WITHOUT_NODE = _JsonPathExists(
+    "executor_state", f'$.attempts[*] ? (@.category == "{FailureCategory.COMMUNICATION.value}" '
+                      '&& (!exists(@.node) || @.node == null || @.node == ""))')
+#: The final diagnosis names no node (missing, null or "": ``#>>`` gives SQL NULL for the first two).
+_DIAGNOSIS_WITHOUT_NODE = Exact(
+    Coalesce(KT("executor_state__diagnosis__node"), Value(""), output_field=TextField()), "")
+#: Whether any attempt is a communication failure, as a path: false, not NULL, when "attempts" is absent (the
+#: negated containment test would be NULL there and drop the job from the count).
+_ANY_COMMUNICATION_ATTEMPT = _JsonPathExists(
+    "executor_state", f'$.attempts[*] ? (@.category == "{FailureCategory.COMMUNICATION.value}")')
+_UNLOCALISED = _COMMUNICATION & (Q(_ATTEMPT_WITHOUT_NODE)
+                                 | (~Q(_ANY_COMMUNICATION_ATTEMPT) & Q(_DIAGNOSIS_WITHOUT_NODE)))
 
 
 def _communication_attempt(state: dict) -> dict:
@@ -272,7 +316,7 @@ def _multi_node(now: datetime) -> tuple[list[dict], str, str]:
     ran = jobs.filter(started_at__isnull=False)
     counts = {**_job_counts(jobs), **ran.aggregate(
         communication=Count("pk", filter=_COMMUNICATION),
-        unlocalised=Count("pk", filter=_COMMUNICATION & ~_LOCALISED),
+        unlocalised=Count("pk", filter=_UNLOCALISED),
         widest=Max("node_count", filter=Q(status=JobStatus.SUCCEEDED)))}
     recent = _recent_jobs(jobs)
     placed: dict[int, list[str]] = {}
@@ -394,7 +438,9 @@ def _operations(now: datetime) -> tuple[list[dict], str, str]:
         "pk", "month", "generated_at", recommendations=KeyTransform("recommendations", "data"),
         efficiency=KeyTransform("efficiency", "data"), wait_p95=KeyTransform("wait_seconds_p95", "data"),
         jobs=KeyTransform("jobs", "data"))[:EVIDENCE_LINKS])
-    actions = dict(ImprovementAction.objects.values("month").annotate(n=Count("pk")).values_list("month", "n"))
+    # The platform report's advice is followed by platform actions: a tenant's own action answers its report.
+    actions = dict(ImprovementAction.objects.filter(tenant__isnull=True).values("month").annotate(
+        n=Count("pk")).values_list("month", "n"))
 
     evidence = []
     if days:
@@ -496,23 +542,3 @@ def screenshot_of(user, pk: int) -> AcceptanceNote | None:
     if not can_read(user):
         raise PermissionDenied(_("The acceptance checklist is for platform admins and managers."))
     return AcceptanceNote.objects.filter(pk=pk, screenshot__isnull=False).first()
-
-
-# --- for the review pack -------------------------------------------------------------------------------------
-
-
-def appendix(now: datetime | None = None) -> dict:
-    """The checklist as a group of the review document (``review_contract.md``: key "acceptance")."""
-    rows = checklist(now)
-    return {
-        "key": "acceptance", "title": _("Acceptance checklist"),
-        "question": _("Is each capability backed by evidence from the portal?"),
-        "conclusions": [f"{row['area_label']}: {row['status_text']} — {row['why']}" for row in rows],
-        "figures": [],
-        "tables": [{"key": "acceptance", "title": _("Acceptance checklist"),
-                    "columns": [_("Area"), _("Status"), _("Why"), _("Evidence"), _("Notes")],
-                    "rows": [[row["area_label"], row["status_text"], row["why"],
-                              "\n".join(item["text"] for item in row["evidence"]),
-                              "\n".join(note["text"] for note in row["notes"] if note["text"])] for row in rows]}],
-        "charts": [],
-    }

@@ -15,7 +15,7 @@ from django.utils import timezone
 from audit import log as audit
 from audit.models import AuditAction, AuditRecord
 from fleet.models import Node, NodeEvent
-from metering import acceptance
+from metering import acceptance, review_oversight
 from metering.models import (
     AcceptanceArea,
     AcceptanceNote,
@@ -26,8 +26,9 @@ from metering.models import (
     MonthlyReport,
     UsageMonthly,
 )
+from metering.review_parts import ReviewContext
 from scheduling.models import FailureCategory, Job, JobStatus, TaskType
-from tenants.models import Project, Quota
+from tenants.models import Project, Quota, Tenant
 from tests.metering.helpers import at, gpus_of, ran_job
 
 AREAS = ["multi_card", "multi_node", "multi_tenant", "operations"]
@@ -53,17 +54,33 @@ def multi_card_job(users, status=JobStatus.SUCCEEDED, category=""):
                    start + timedelta(hours=2), status=status, category=category)
 
 
-def communication_failure(users, node="dc1-r1-h100-02"):
-    """A two-node job that failed with a cross-node communication diagnosis naming ``node`` (or none)."""
+#: Stands for "the diagnosis has no node key at all" (an older executor, or a diagnosis cut short).
+NO_KEY = object()
+
+
+def communication_failure(users, node="dc1-r1-h100-02", attempts=True):
+    """A two-node job that failed with a cross-node communication diagnosis naming ``node`` (or none: "",
+    None or ``NO_KEY``); without ``attempts`` the executor state holds only the final diagnosis."""
     start = at("2026-11-11T08:00:00")
     job = ran_job(users["bob"], "nlp/llm-pretrain", gpus_of("dc1-r1-h100-01", 4) + gpus_of("dc1-r1-h100-02", 4),
                   start, start + timedelta(hours=1), nodes=2, status=JobStatus.FAILED,
                   category=FailureCategory.COMMUNICATION)
     diagnosis = {"category": "communication", "message": f"Cross-node communication failed: {NCCL_LINE}",
-                 "advice": "", "node": node, "exit_code": None, "evidence": {"log_line": NCCL_LINE}}
-    Job.objects.filter(pk=job.pk).update(executor_state={"attempts": [{"attempt": 0, **diagnosis}],
-                                                         "diagnosis": diagnosis})
+                 "advice": "", "exit_code": None, "evidence": {"log_line": NCCL_LINE}}
+    if node is not NO_KEY:
+        diagnosis["node"] = node
+    state = {"attempts": [{"attempt": 0, **diagnosis}], "diagnosis": diagnosis} if attempts else {
+        "diagnosis": diagnosis}
+    Job.objects.filter(pk=job.pk).update(executor_state=state)
     return job
+
+
+def succeeded_multi_node_jobs(users, count=5):
+    """Enough successes that one communication failure stays under the attention share."""
+    start = at("2026-11-12T08:00:00")
+    for hour in range(count):
+        ran_job(users["bob"], "nlp/llm-pretrain", gpus_of("dc1-r2-h100-03", 8) + gpus_of("dc1-r2-h100-04", 8),
+                start + timedelta(hours=hour), start + timedelta(hours=hour, minutes=30), nodes=2)
 
 
 def usage(tenant_name: str, model: str, hours: float, month=date(2026, 10, 1)):
@@ -146,11 +163,30 @@ def test_communication_failure_without_a_node_is_not_localised(world, users):
     assert any("no node named" in item["text"] for item in row["evidence"])
 
 
+@pytest.mark.parametrize("node", [None, NO_KEY], ids=["null", "missing"])
+@pytest.mark.parametrize("attempts", [True, False], ids=["attempts", "diagnosis-only"])
+def test_null_or_missing_node_is_not_localised(world, users, node, attempts):
+    """A null or absent node is as unlocalised as "", whether the node is read from the attempts or, when the
+    executor recorded none, from the final diagnosis."""
+    succeeded_multi_node_jobs(users)
+    communication_failure(users, node=node, attempts=attempts)
+    row = by_area(acceptance.checklist())["multi_node"]
+    assert row["status"] == "attention"
+    assert row["why"] == "1 communication failure names no node: the fault was not localised."
+
+
+def test_diagnosis_naming_a_node_localises_a_failure_without_attempts(world, users):
+    succeeded_multi_node_jobs(users)
+    job = communication_failure(users, attempts=False)
+    row = by_area(acceptance.checklist())["multi_node"]
+    assert row["status"] == "present", row["why"]
+    assert row["why"].endswith("1 communication failure, localised to its node.")
+    texts = {item["url"]: item["text"] for item in row["evidence"]}
+    assert "localised to dc1-r1-h100-02" in texts[reverse("scheduling:job-detail", args=[job.pk]) + "#job-log"]
+
+
 def test_multi_node_present_when_jobs_succeed_and_failures_are_rare(world, users):
-    start = at("2026-11-12T08:00:00")
-    for hour in range(5):
-        ran_job(users["bob"], "nlp/llm-pretrain", gpus_of("dc1-r2-h100-03", 8) + gpus_of("dc1-r2-h100-04", 8),
-                start + timedelta(hours=hour), start + timedelta(hours=hour, minutes=30), nodes=2)
+    succeeded_multi_node_jobs(users)
     communication_failure(users)
     row = by_area(acceptance.checklist())["multi_node"]
     assert row["status"] == "present", row["why"]
@@ -239,6 +275,22 @@ def test_a_month_of_data_and_a_followed_report_give_operations_present(world, us
     assert row["status"] == "present", row["why"]
     assert row["why"].startswith("31 days of data; the latest frozen report (2026-10) concludes: H100: demand")
     assert reverse("metering:action-list") in [item["url"] for item in row["evidence"]]
+
+
+def test_tenant_action_does_not_follow_the_platform_report(world, users):
+    """The platform report's advice is answered by a platform action; a tenant's action for the same month is
+    about its own report."""
+    capacity_days(31)
+    platform_report()
+    ImprovementAction.objects.create(month=date(2026, 10, 1), title="Move vision to L40S",
+                                     tenant=Tenant.objects.get(name="vision"),
+                                     due_month=date(2026, 12, 1), metric=ImprovementMetric.DAYS_OVER_CAPACITY,
+                                     direction=ImprovementDirection.DOWN)
+    row = by_area(acceptance.checklist())["operations"]
+    assert row["status"] == "attention"
+    assert row["why"] == ("The 2026-10 report advises H100: Add GPUs, but no improvement action records what was "
+                          "decided.")
+    assert reverse("metering:action-list") not in [item["url"] for item in row["evidence"]]
 
 
 def test_query_count_does_not_grow_with_jobs(world, users, django_assert_max_num_queries):
@@ -363,11 +415,16 @@ def test_page_query_count_bounded(world, users, client, django_assert_max_num_qu
     assert [row["status"] for row in page.context["rows"]] == ["present", "attention", "attention", "missing"]
 
 
-def test_appendix_for_the_review_pack(world, users):
+def test_review_pack_appendix_carries_the_checklist(world, users):
+    """The pack's appendix (``review_oversight.acceptance``) is the checklist as of the pack's making."""
     multi_card_job(users)
-    group = acceptance.appendix()
+    now = timezone.now()
+    ctx = ReviewContext(month=date(2026, 11, 1), tenant=None, now=now, report={}, previous={},
+                        previous_month=date(2026, 10, 1))
+    group = review_oversight.acceptance(ctx)
     assert group["key"] == "acceptance"
-    table = group["tables"][0]
+    (table,) = group["tables"]
     assert [row[0] for row in table["rows"]] == ["Multi-card", "Multi-node", "Multi-tenant", "Operations"]
-    assert table["rows"][0][1] == "Evidence present"
-    assert group["conclusions"][1] == "Multi-node: Evidence missing — No multi-node job has run yet."
+    assert table["rows"][0][2] == "Evidence present"
+    assert table["rows"][1][2:4] == ["Evidence missing", "No multi-node job has run yet."]
+    assert group["conclusions"][0] == "1 of 4 areas have their evidence."

@@ -62,6 +62,8 @@ GLOSSARY_EXCEPTIONS = {
     ("job", "Kubernetes Job %(ns)s/%(name)s was already gone."): "the Kubernetes object kind Job",
     ("report", "Jobs report checkpoints to POST /api/jobs/{id}/report/ (see the README)."):
         "the verb: a job reports (上报) a checkpoint",
+    ("image", "Screenshot: only a PNG or JPEG image (at most %(max)d MB); this file is neither."):
+        "a picture file (图片), not a container image",
     # the command-line client's catalogue
     ("request", "The portal refused the request (HTTP %(status)s):"): "an HTTP request: 请求",
     ("request", "The portal refused the request (HTTP %(status)s): %(detail)s"): "an HTTP request: 请求",

@@ -36,7 +36,7 @@ from fleet.services import set_node_admin_state
 from governance import services as governance
 from governance.models import PriorityRequest
 from gpuportal.phrases import Phrase
-from metering import reports
+from metering import acceptance, improvements, reports
 from metering.rollup import rollup
 from scheduling import lifecycle, submission
 from scheduling.executors.kubernetes.diagnosis import PodState, diagnose
@@ -59,7 +59,12 @@ LATIN_WORDS = {
     "pod", "iana", "ascii", "nul", "hami", "oomkilled", "yyyy", "english", "readme", "cookie", "webhook", "post",
     "usd", "eur", "cny", "ldap", "tls", "oidc", "pkce", "jupyter", "pytorch", "deepspeed", "vllm", "torchrun",
     "ddp", "zero", "python", "openai", "nvidia", "amd", "nvlink", "pcie", "hccs", "xgmi", "mlu", "dcu", "npu",
+    "xlsx", "png", "jpeg",
 }
+
+#: A one-pixel PNG: the screenshot of the pilot's note.
+PNG_PIXEL = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478"
+                          "9c6360000002000154a24f5d0000000049454e44ae426082")
 
 #: The last lines of the failed job's log (program output, shown as evidence).
 FAILED_LOG = "step 1200 loss 0.42\ntorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -93,7 +98,12 @@ KNOWN_UNMARKED: list[tuple[str, str, str]] = [
      "same as above"),
     (r"\w+ — (Platform admin \(all tenants, read-write\)|Manager \(all tenants, read-only\)|"
      r"Auditor \(reads the whole audit log\))", "tenants/models.py:144 (PlatformRole.__str__)", "same as above"),
-    (r"(?:—|\{[^{}]*\}) → \{[^{}]*\}", "templates/audit/log.html:22",
+    (r"[^()]+ \(\d{4}-\d{2}, (?:planned|in_progress|done|dropped)\)",
+     "metering/models.py (ImprovementAction.__str__, kept by audit/log.py as the record's object text)",
+     "same as above: the status is its code"),
+    (r"(?:Multi-card|Multi-node|Multi-tenant|Operations) note by \w+ \(\d{4}-\d{2}-\d{2}\)",
+     "metering/models.py (AcceptanceNote.__str__, kept by audit/log.py)", "same as above"),
+    (r"(?:—|\{(?:[^{}]|\{[^{}]*\})*\}) → \{(?:[^{}]|\{[^{}]*\})*\}", "templates/audit/log.html:22",
      "before / after are the raw recorded fields: show them as <code>, or with verbose names and labels"),
     # monthly reports: sentences frozen into the report's data
     (r"\w+: \d+ % idle -> lend or move|\w+: demand above capacity on [^>]*-> [\w ]+",
@@ -128,6 +138,10 @@ NOT_PAGES = {
     "scheduling:service-auth": "an ingress's access check: an empty answer",
     "scheduling:service-action": "POST only", "scheduling:array-cancel": "POST only",
     "scheduling:template-archive": "POST only",
+    "metering:platform-pack": "PDF or spreadsheet download (its Chinese text is checked by the review pack's tests)",
+    "metering:tenant-pack": "PDF or spreadsheet download (its Chinese text is checked by the review pack's tests)",
+    "acceptance:note-add": "POST only (its errors re-render the checklist, which is read here)",
+    "acceptance:screenshot": "the screenshot's image file",
 }
 #: Prefixes of the URLconfs that are not the portal's pages: the API, the admin site (Django's catalogue),
 #: the metrics endpoint, the API schema and its viewer.
@@ -243,8 +257,15 @@ def _build(users, on_commit) -> dict:
                                                                 gpus_per_node=1, array="0-9", name="sweep")).group}
     if not JobTemplate.objects.exists():  # a transactional test before this one emptied the tables
         import_module("scheduling.migrations.0010_builtin_templates").install(django_apps)
+    # an improvement action following last month's report, and a pilot's note with a screenshot on the checklist
+    action = improvements.create_action(
+        admin, month=month, tenant=None, title="缩短 A100 排队时间", owner=users["dave"],
+        due_month=timezone.now().date().replace(day=1), metric="wait_seconds_p95", direction="down",
+        gpu_model="A100", target=3600.0, recommendation="高峰期错峰提交", notes="每周复查一次。")
+    acceptance.add_note(admin, "multi_card", text="8 卡 NCCL 测试通过。", configuration="NCCL_DEBUG=INFO\nnodes: 1",
+                        screenshot=PNG_PIXEL, screenshot_name="nccl.png", screenshot_type="image/png")
     return {"jobs": jobs, "requests": requests, "month": month, "groups": groups,
-            "template": JobTemplate.objects.order_by("pk").first()}
+            "template": JobTemplate.objects.order_by("pk").first(), "action": action}
 
 
 def _pages(world: dict) -> dict[str, list[str]]:
@@ -272,6 +293,12 @@ def _pages(world: dict) -> dict[str, list[str]]:
         "scheduling:template-detail": [f"/templates/{world['template'].pk}/"] if world.get("template") else [],
         "scheduling:template-version-new": [f"/templates/{world['template'].pk}/versions/new/"]
         if world.get("template") else [],
+        "acceptance:checklist": ["/acceptance/"],
+        "metering:action-list": ["/reports/actions/", "/reports/actions/?status=planned&due=2099-01",
+                                 "/reports/actions/?due=2026-13"],
+        "metering:action-create": ["/reports/actions/new/",
+                                   f"/reports/actions/new/?month={month}&gpu_model=A100&recommendation=add"],
+        "metering:action-edit": [f"/reports/actions/{world['action'].pk}/"] if world.get("action") else [],
     }
 
 
@@ -424,8 +451,15 @@ def test_every_page_reads_in_chinese_for_every_role(settings, django_capture_on_
     jobs = world["jobs"]
     for who, url in [("alice", f"/jobs/{jobs['failed'].pk}/"), ("carol", f"/requests/{world['requests']['burst'].pk}/"),
                      ("dave", f"/reports/{world['month']:%Y-%m}/"), ("admin", "/audit/"), ("alice", "/"),
-                     ("admin", "/inventory/nodes/dc1-r1-h100-01/")]:
+                     ("admin", "/inventory/nodes/dc1-r1-h100-01/"), ("dave", "/acceptance/"),
+                     ("dave", "/reports/actions/"), ("admin", f"/reports/actions/{world['action'].pk}/")]:
         assert status_of[(who, url)] == 200, (who, url)
+    # the issue 19 pages show the world's action and pilot note, in Chinese
+    assert "缩短 A100 排队时间" in pages_read[("dave", "/reports/actions/")]
+    assert "改进措施" in pages_read[("dave", "/reports/actions/")]
+    assert "8 卡 NCCL 测试通过。" in pages_read[("dave", "/acceptance/")]
+    assert "验收清单" in pages_read[("dave", "/acceptance/")] and "试点记录" in pages_read[("dave", "/acceptance/")]
+    assert status_of[("alice", "/acceptance/")] == 403 and status_of[("dave", "/reports/actions/new/")] == 403
     # and in Chinese, the engine's numbers inside the translated sentences
     assert "租户 vision 已使用其 16 个 A100 GPU 中的 16 个；该作业还需要 8 个" in pages_read[
         ("dave", f"/jobs/{jobs['waiting'].pk}/")]

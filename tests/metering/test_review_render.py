@@ -62,7 +62,8 @@ def sample_document(**changes) -> dict:
     document = {
         "title": "Monthly review — 2026-10", "site": "GPU Portal", "month": "2026-10", "tenant": None,
         "generated_at": "2026-11-01T08:30:00+00:00", "snapshot_id": SNAPSHOT_ID, "language": "en",
-        "coverage": {"complete": True, "days_with_data": 31, "days_expected": 31, "days_in_month": 31, "text": "All 31 days have data."},
+        "coverage": {"complete": True, "days_with_data": 31, "days_expected": 31, "days_in_month": 31,
+                     "text": "All 31 days have data."},
         "summary": ["GPU-hours allocated rose by 12 %.", "Two improvement actions are late."],
         "comparison": {"previous_month": "2026-09", "rows": [
             {"label": "GPU-hours allocated", "value": ALLOCATED, "previous": 11000.0, "unit": "GPU-hours",

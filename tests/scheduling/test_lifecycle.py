@@ -36,11 +36,18 @@ def _status_writes(path: pathlib.Path):
                 yield node.lineno
 
 
+#: Modules whose ``status`` is not a job's: the scan cannot tell the models apart, so each is named with why.
+OTHER_STATUSES = {
+    "metering/improvements.py": "an improvement action's state (ImprovementStatus), written by its own service",
+    "metering/improvement_views.py": "the actions list's status filter, checked against ImprovementStatus",
+}
+
+
 def test_nothing_but_lifecycle_writes_job_status():
     offenders = []
     for app in ("scheduling", "tenants", "metering", "gpuportal"):
         for path in pathlib.Path(app).rglob("*.py"):
-            if "migrations" in path.parts or path.name == "lifecycle.py":
+            if "migrations" in path.parts or path.name == "lifecycle.py" or path.as_posix() in OTHER_STATUSES:
                 continue
             offenders += [f"{path}:{line}" for line in _status_writes(path)]
     assert offenders == []

@@ -149,6 +149,9 @@ if os.environ.get("GPUPORTAL_CACHE_URL"):
 # The dashboard and the API job list are kept this many seconds per session and dropped at once when the data
 # under them changes (gpuportal.pagecache, issue 12 part 8) — only with a shared cache, which the web processes
 # and the workers all see; with the embedded per-process cache nothing is kept.
+# The largest form body a page takes (an acceptance screenshot of 5 MB and its note), refused with a 400 before
+# it is read (gpuportal.validation); the ingress's own body limit sits above it.
+MAX_FORM_BODY_BYTES = int(os.environ.get("GPUPORTAL_MAX_FORM_MB", "6")) * 2**20
 PAGE_CACHE = {"SECONDS": int(os.environ.get("GPUPORTAL_PAGE_CACHE_SECONDS", "10"))
               if os.environ.get("GPUPORTAL_CACHE_URL") else 0}
 if os.environ.get("GPUPORTAL_CACHE_URL"):

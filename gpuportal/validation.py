@@ -134,6 +134,11 @@ def request_problems(request) -> dict[str, str]:
     sources = [request.GET]
     if (request.method == "POST" and not request.path.startswith("/api/")  # the API reads JSON only
             and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data")):
+        if (size := _content_length(request)) > settings.MAX_FORM_BODY_BYTES:
+            # Refused before the body is read: Django would spool an upload to disk before any form's own limit.
+            problems["body"] = _("The form is %(size).1f MB; the portal takes at most %(limit).0f MB.") % {
+                "size": size / 2**20, "limit": settings.MAX_FORM_BODY_BYTES / 2**20}
+            return problems
         try:
             sources.append(request.POST)
         except MultiPartParserError:
@@ -146,6 +151,13 @@ def request_problems(request) -> dict[str, str]:
                 if problem := text_problem(value):
                     problems[key] = problem
     return problems
+
+
+def _content_length(request) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
 
 
 class InputPolicyMiddleware:

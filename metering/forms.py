@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.utils.functional import lazy
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.validation import calendar_month
@@ -62,7 +63,7 @@ class _ActionForm(forms.Form):
 
 
 class ActionCreateForm(_ActionForm):
-    title = forms.CharField(label=_("Action"), max_length=improvements.MAX_TITLE)
+    title = forms.CharField(label=pgettext_lazy("improvement action", "Action"), max_length=improvements.MAX_TITLE)
     month = _MonthField(label=_("Report month"), help_text=_("The month whose report recommended it (YYYY-MM)."))
     tenant = forms.ChoiceField(label=_("Tenant"), required=False, help_text=_("Empty: the platform report."))
     gpu_model = forms.ChoiceField(label=_("GPU model"), required=False,
@@ -101,7 +102,7 @@ class ActionCreateForm(_ActionForm):
 
 
 class ActionEditForm(_ActionForm):
-    title = forms.CharField(label=_("Action"), max_length=improvements.MAX_TITLE)
+    title = forms.CharField(label=pgettext_lazy("improvement action", "Action"), max_length=improvements.MAX_TITLE)
     status = forms.ChoiceField(label=_("Status"), choices=ImprovementStatus.choices)
     due_month = _MonthField(label=_("Due month"), help_text=_("YYYY-MM, not before the report month."))
     target = forms.FloatField(label=_("Target"), required=False, help_text=TARGET_HELP)

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 from django.db.models import Count
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext, pgettext
 
 from audit.log import verify
 from audit.models import AuditAction, AuditRecord
@@ -163,12 +163,13 @@ def improvements(ctx: ReviewContext) -> dict:
         _("GPU model"), _("Advice"), _("Evidence")], [
         [r["gpu_model"], choice_label(CapacityAction, r.get("action", "")), r.get("evidence", "")] for r in advice])
     follow_up = table("actions", _("Improvement actions"), [
-        _("Action"), _("Owner"), _("Due"), _("Status"), _("Baseline"), _("Now"), _("Target"), _("Follow-up")], [
+        pgettext("improvement action", "Action"), _("Owner"), _("Due"), _("Status"), _("Baseline"), _("Now"),
+        _("Target"), _("Follow-up")], [
         [a["title"], a["owner"] or "—", a["due_month"],
          a["status_text"] + (" " + _("(overdue)") if a.get("overdue") else ""), a["baseline"], a["current"],
          a["target"], a["moved_text"]] for a in actions])
     change_table = table("changes", _("Changes to templates, rules and quotas"), [
-        _("Time"), _("Change"), _("Object"), _("By"), _("Reason")], [
+        _("Time"), _("Change"), _("Object"), pgettext("done by", "By"), _("Reason")], [
         [at.isoformat(timespec="minutes"), choice_label(AuditAction, action), what, who or "—", reason]
         for at, action, what, who, reason in changes])
     tables = [recommendations, follow_up]

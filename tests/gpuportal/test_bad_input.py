@@ -10,12 +10,13 @@ import json
 import threading
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
 from governance.models import PriorityRequest
-from metering.models import GpuPrice
+from metering.models import AcceptanceNote, GpuPrice
 from scheduling import job_tokens, submission
 from scheduling.models import Job, JobArtifact, JobCheckpoint
 from tests.conftest import job_payload
@@ -172,3 +173,16 @@ def test_forms_refuse_bad_input_naming_the_field(users):
     assert response.status_code == 400 and form_error(response, "reason")
     assert not Job.objects.get(pk=running.pk).is_terminal
     assert browser.get("/reports/9999-12/").status_code == 404
+
+
+def test_an_oversized_form_is_refused_before_it_is_read(users, settings):
+    """A form body above MAX_FORM_BODY_BYTES is refused naming the limit, before Django would spool it to disk;
+    one under it reaches the form, whose own limit names the field."""
+    settings.MAX_FORM_BODY_BYTES = 2 * 2**20
+    browser = Client()
+    browser.login(username="admin", password="demo")
+    big = SimpleUploadedFile("shot.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * (3 * 2**20), content_type="image/png")
+    response = browser.post("/acceptance/notes/", {"area": "multi_card", "text": "kept?", "screenshot": big})
+    assert response.status_code == 400 and form_error(response, "body")
+    assert "at most 2 MB" in response.content.decode()
+    assert not AcceptanceNote.objects.exists()

@@ -1,5 +1,8 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 from django.utils.translation import gettext_lazy as _
+
+from .db import register_sqlite_functions
 
 
 class GpuPortalConfig(AppConfig):
@@ -9,3 +12,6 @@ class GpuPortalConfig(AppConfig):
     label = "gpuportal"
     verbose_name = _("GPU Portal")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        connection_created.connect(register_sqlite_functions, dispatch_uid="gpuportal-sqlite-functions")

@@ -7,7 +7,59 @@ join; ``update_grouped`` sends one plain UPDATE per distinct set of values.
 
 from __future__ import annotations
 
+import math
+
 from django.db import connection
+from django.db.models import Aggregate, FloatField
+
+
+def percentile(values, q: float):
+    """Linear-interpolated percentile (``q`` in 0..1) of ``values``; None for no values."""
+    ordered = sorted(v for v in values if v is not None)
+    if not ordered:
+        return None
+    position = (len(ordered) - 1) * q
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+class PercentileCont(Aggregate):
+    """The ``q`` percentile of a column computed where the rows are, with ``percentile``'s interpolation:
+    PostgreSQL's ``percentile_cont``, and on SQLite (the embedded demo) the same rule as a Python aggregate
+    registered on every connection (``register_sqlite_functions``)."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression, fraction: float, **extra):
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, function=SQLITE_PERCENTILE,
+                           template="%(function)s(%(expressions)s, %(fraction)s)", **extra_context)
+
+
+SQLITE_PERCENTILE = "gpuportal_percentile"
+
+
+class _SqlitePercentile:
+    def __init__(self):
+        self.values, self.fraction = [], 0.5
+
+    def step(self, value, fraction):
+        self.fraction = fraction
+        if value is not None:
+            self.values.append(value)
+
+    def finalize(self):
+        return percentile(self.values, self.fraction)
+
+
+def register_sqlite_functions(sender, connection, **kwargs) -> None:
+    """``connection_created`` receiver (``GpuPortalConfig.ready``): SQLite learns ``PercentileCont``."""
+    if connection.vendor == "sqlite":
+        connection.connection.create_aggregate(SQLITE_PERCENTILE, 2, _SqlitePercentile)
 
 
 def database_url() -> str:

@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import (
     BooleanField,
     Count,
@@ -311,13 +311,37 @@ def _communication_attempt(state: dict) -> dict:
     return attempts[-1] if attempts else ((state or {}).get("diagnosis") or {})
 
 
+def _communication_failures(ran) -> tuple[dict, list[dict]]:
+    """How many multi-node jobs that ran hit a communication failure and how many of those name no node, and
+    the newest such jobs (pk, name, executor_state) for the evidence.
+
+    On PostgreSQL the rule is SQL on the JSON (one aggregate, one short list). SQLite — the embedded demo — has
+    no JSON containment or paths: there the same rule runs in Python over the jobs' states."""
+    if connection.vendor == "postgresql":
+        counts = ran.aggregate(communication=Count("pk", filter=_COMMUNICATION),
+                               unlocalised=Count("pk", filter=_UNLOCALISED))
+        return counts, list(ran.filter(_COMMUNICATION).order_by("-started_at", "-pk").values(
+            "pk", "name", "executor_state")[:EVIDENCE_LINKS])
+    counts, failures = {"communication": 0, "unlocalised": 0}, []
+    for job in ran.order_by("-started_at", "-pk").values("pk", "name", "executor_state", "failure_category"):
+        state = job["executor_state"] or {}
+        attempts = [a for a in state.get("attempts") or [] if a.get("category") == FailureCategory.COMMUNICATION]
+        if job["failure_category"] != FailureCategory.COMMUNICATION and not attempts:
+            continue
+        counts["communication"] += 1
+        named = [a.get("node") for a in attempts] if attempts else [(state.get("diagnosis") or {}).get("node")]
+        counts["unlocalised"] += not all(named)
+        if len(failures) < EVIDENCE_LINKS:
+            failures.append(job)
+    return counts, failures
+
+
 def _multi_node(now: datetime) -> tuple[list[dict], str, str]:
     jobs = Job.objects.filter(node_count__gte=2, submitted_at__lte=now)
     ran = jobs.filter(started_at__isnull=False)
-    counts = {**_job_counts(jobs), **ran.aggregate(
-        communication=Count("pk", filter=_COMMUNICATION),
-        unlocalised=Count("pk", filter=_UNLOCALISED),
-        widest=Max("node_count", filter=Q(status=JobStatus.SUCCEEDED)))}
+    communication, failures = _communication_failures(ran)
+    counts = {**_job_counts(jobs), **communication,
+              **ran.aggregate(widest=Max("node_count", filter=Q(status=JobStatus.SUCCEEDED)))}
     recent = _recent_jobs(jobs)
     placed: dict[int, list[str]] = {}
     for job_id, node in JobAllocation.objects.filter(job__in=[j["pk"] for j in recent]).values_list(
@@ -326,8 +350,6 @@ def _multi_node(now: datetime) -> tuple[list[dict], str, str]:
     evidence = [_item(_("%(job)s, on %(nodes)s") % {"job": _job_text(job), "nodes": ", ".join(placed[job["pk"]])}
                       if placed.get(job["pk"]) else _job_text(job), _job_url(job["pk"])) for job in recent]
 
-    failures = list(ran.filter(_COMMUNICATION).order_by("-started_at", "-pk").values(
-        "pk", "name", "executor_state")[:EVIDENCE_LINKS])
     faulty_nodes = []
     for job in failures:
         diagnosis = _communication_attempt(job["executor_state"])
@@ -431,8 +453,9 @@ def _multi_tenant(now: datetime) -> tuple[list[dict], str, str]:
 
 def _operations(now: datetime) -> tuple[list[dict], str, str]:
     today = local_day(now)
-    days = sorted(set(UsageDaily.objects.filter(day__lte=today).values_list("day", flat=True).union(
-        CapacityDaily.objects.filter(day__lte=today).values_list("day", flat=True))))
+    # Without the models' default ordering: SQLite refuses ORDER BY inside a UNION's parts.
+    days = sorted(set(UsageDaily.objects.filter(day__lte=today).order_by().values_list("day", flat=True).union(
+        CapacityDaily.objects.filter(day__lte=today).order_by().values_list("day", flat=True))))
     current = MonthlyReport.objects.filter(tenant__isnull=True, superseded_at__isnull=True, month__lte=today)
     reports = list(current.order_by("-month").values(
         "pk", "month", "generated_at", recommendations=KeyTransform("recommendations", "data"),

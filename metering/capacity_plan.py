@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from datetime import date, datetime
 
-from django.db.models import Aggregate, Avg, Count, FloatField, Max
+from django.db.models import Avg, Count, Max
 from django.db.models.functions import TruncMonth
 from django.utils import timezone
 from django.utils.formats import number_format
@@ -29,6 +29,7 @@ from django.utils.translation import ngettext
 
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.dates import local_day, month_start, next_month
+from gpuportal.db import PercentileCont
 
 from . import reports
 from .models import CapacityDaily
@@ -45,18 +46,6 @@ class Method:
 
     LINEAR = "linear"
     CARRY_FORWARD = "carry_forward"
-
-
-class PercentileCont(Aggregate):
-    """PostgreSQL's ``percentile_cont``: the same linear interpolation as ``reports.percentile``, done in the
-    database so the daily rows never leave it."""
-
-    function = "percentile_cont"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression, fraction: float, **extra):
-        super().__init__(expression, fraction=float(fraction), **extra)
 
 
 def _add_months(month: date, count: int) -> date:

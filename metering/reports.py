@@ -22,6 +22,7 @@ from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.dates import day_start, local_day, month_start, next_month
+from gpuportal.db import percentile
 from gpuportal.formatting import figure_text
 from gpuportal.validation import calendar_month
 from scheduling.models import FailureCategory
@@ -41,16 +42,6 @@ SPREAD_BELOW_ALLOCATION_RATE = 0.5
 LEND_WHEN_IDLE_SHARE = 0.5
 #: GPUs per node assumed for a model the fleet catalogue does not know (the "add N" rounding step).
 DEFAULT_GPUS_PER_NODE = 8
-
-
-def percentile(values, q: float):
-    """Linear-interpolated percentile (``q`` in 0..1) of ``values``; None for no values."""
-    ordered = sorted(v for v in values if v is not None)
-    if not ordered:
-        return None
-    position = (len(ordered) - 1) * q
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def parse_month(text: str) -> date:

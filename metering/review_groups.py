@@ -10,15 +10,15 @@ check each conclusion against its table.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
 
-from django.db.models import Aggregate, Count, DurationField, Exists, ExpressionWrapper, F, OuterRef, Q, Sum
+from django.db.models import Count, DurationField, Exists, ExpressionWrapper, F, OuterRef, Q, Sum
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext, pgettext
 
 from fleet.catalogue import gpu_model_catalogue
 from fleet.models import Vendor
 from gpuportal.dates import day_start
+from gpuportal.db import PercentileCont
 from scheduling.models import FailureCategory, JobArtifact, JobCheckpoint, TaskType
 
 from .models import JobFact
@@ -149,14 +149,6 @@ def _capacity_chart(ctx: ReviewContext, models: list[dict]) -> dict | None:
 # --- tasks -----------------------------------------------------------------------------------------------
 
 
-class _Percentiles(Aggregate):
-    """PostgreSQL's ``percentile_cont`` of two fractions at once (an array: median, p95), so both run-time
-    figures come from one query without the rows leaving the database."""
-
-    function = "percentile_cont"
-    template = "%(function)s(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY %(expressions)s)"
-
-
 def _run_times(ctx: ReviewContext) -> tuple[float | None, float | None]:
     """Median and p95 run time (first admission to the end, in hours) of the jobs that finished in the month."""
     start, end = ctx.window
@@ -165,11 +157,11 @@ def _run_times(ctx: ReviewContext) -> tuple[float | None, float | None]:
     if ctx.tenant is not None:
         jobs = jobs.filter(tenant=ctx.tenant)
     run = ExpressionWrapper(F("finished_at") - F("first_admitted_at"), output_field=DurationField())
-    values = jobs.aggregate(run=_Percentiles(run, output_field=DurationField()))["run"]
-    if not values:
+    values = jobs.aggregate(median=PercentileCont(run, 0.5, output_field=DurationField()),
+                            p95=PercentileCont(run, 0.95, output_field=DurationField()))
+    if values["median"] is None:
         return None, None
-    median, p95 = (v if isinstance(v, timedelta) else timedelta(seconds=float(v or 0)) for v in values)
-    return hours(median.total_seconds()), hours(p95.total_seconds())
+    return hours(values["median"].total_seconds()), hours(values["p95"].total_seconds())
 
 
 def _month_jobs(ctx: ReviewContext):

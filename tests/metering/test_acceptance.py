@@ -428,3 +428,17 @@ def test_review_pack_appendix_carries_the_checklist(world, users):
     assert table["rows"][0][2] == "Evidence present"
     assert table["rows"][1][2:4] == ["Evidence missing", "No multi-node job has run yet."]
     assert group["conclusions"][0] == "1 of 4 areas have their evidence."
+
+
+@pytest.mark.parametrize("node, attempts", [("dc1-r1-h100-02", True), ("dc1-r1-h100-02", False), ("", True),
+                                            (None, True), (NO_KEY, False)])
+def test_the_python_rule_for_sqlite_counts_as_the_sql_does(world, users, node, attempts, monkeypatch):
+    """The embedded demo's SQLite has no JSON containment or paths: the same rule in Python must agree."""
+    succeeded_multi_node_jobs(users)
+    communication_failure(users, node=node, attempts=attempts)
+    ran = Job.objects.filter(node_count__gte=2, started_at__isnull=False)
+    in_sql = acceptance._communication_failures(ran)
+    monkeypatch.setattr(connection, "vendor", "sqlite")
+    in_python = acceptance._communication_failures(ran)
+    assert in_python[0] == in_sql[0] and in_sql[0]["communication"] == 1
+    assert [job["pk"] for job in in_python[1]] == [job["pk"] for job in in_sql[1]]

@@ -22,7 +22,7 @@ from gpuportal.db import PercentileCont
 from scheduling.models import FailureCategory, JobArtifact, JobCheckpoint, TaskType
 
 from .models import JobFact
-from .reports import RESOURCE_FAILURES
+from .reports import LEND_WHEN_IDLE_SHARE, RESOURCE_FAILURES
 from .review_parts import (
     ReviewContext,
     chart,
@@ -37,10 +37,6 @@ from .review_parts import (
     whole,
     yes_no,
 )
-
-#: A model whose allocated share of its capacity is below this is called idle in a conclusion.
-IDLE_CONCLUSION_SHARE = 0.5
-
 
 # --- resources -------------------------------------------------------------------------------------------
 
@@ -104,7 +100,7 @@ def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
         "month": ctx.month_text, "eff": "—" if efficiency is None else f"{percent_text(efficiency)} %"}]
     over = [m for m in models if m["days_over_capacity"]]
     idle = [m for m in models if m.get("allocation_rate") is not None
-            and 1 - m["allocation_rate"] >= IDLE_CONCLUSION_SHARE]
+            and 1 - m["allocation_rate"] >= LEND_WHEN_IDLE_SHARE]  # idle as the advice calls it
     lines += [_("%(model)s demand exceeded capacity on %(over)d of %(days)d days (peak %(peak)s of %(cap)s GPUs).")
               % {"model": m["gpu_model"], "over": m["days_over_capacity"], "days": m["days"],
                  "peak": whole(m["peak_demand_gpus"]), "cap": whole(m["capacity_gpus"])} for m in over]

@@ -397,9 +397,9 @@ class _Renderer:
         shortest, longest = [], []
         for i, column in enumerate(columns):
             texts = [column, *(str(row[i]) for row in rows[:500])]
-            shortest.append(min(max([_text_width(word) for text in texts for word in text.split()] or [1]),
+            shortest.append(min(max([text_width(word) for text in texts for word in text.split()] or [1]),
                                 WORD_CAP) + CELL_PADDING_CHARS)
-            longest.append(min(max(_text_width(text) for text in texts), LINE_CAP) + CELL_PADDING_CHARS)
+            longest.append(min(max(text_width(text) for text in texts), LINE_CAP) + CELL_PADDING_CHARS)
         available = self.width / CHAR_POINTS
         if sum(shortest) >= available:
             return [self.width * w / sum(shortest) for w in shortest]
@@ -419,7 +419,8 @@ WORD_CAP = 24
 LINE_CAP = 60
 
 
-def _text_width(text: str) -> int:
+def text_width(text: str) -> int:
+    """Characters a text takes on paper or in a spreadsheet column: CJK characters count double."""
     return sum(2 if ord(char) > 0x2E7F else 1 for char in text)
 
 

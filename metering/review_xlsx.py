@@ -25,7 +25,7 @@ from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils import get_column_letter
 
 from .review_charts import chart_has_data
-from .review_pdf import moment_text
+from .review_pdf import moment_text, text_width
 
 MAX_SHEET_TITLE = 31
 #: Excel refuses these in a sheet's name; "History" is its own reserved name.
@@ -86,8 +86,7 @@ class _SheetWriter:
         if bold:
             cell.font = Font(bold=True)
         if measure and text:
-            width = sum(2 if ord(char) > 0x2E7F else 1 for char in text)
-            self.widths[column] = max(self.widths.get(column, 0), width)
+            self.widths[column] = max(self.widths.get(column, 0), text_width(text))
         return cell
 
     def heading(self, text: str, size: int = 12) -> None:

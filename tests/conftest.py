@@ -80,3 +80,9 @@ def page(live_server, monkeypatch):
         yield page
         browser.close()
         assert [u for u in external if not u.startswith(("data:", "about:"))] == []  # nothing from the internet
+
+
+def long_run(minutes) -> str:
+    """A simulated job's command that runs ``minutes`` simulated minutes and succeeds: without ``sim:outcome`` the
+    plan draws its outcome from the job's id, and one job in five would fail (an image pull in 3 %) at random."""
+    return f"sim:outcome=succeeded sim:minutes={minutes}"

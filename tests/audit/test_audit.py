@@ -11,7 +11,7 @@ from fleet.models import Node
 from scheduling import job_actions, submission
 from scheduling.models import Job, Reservation
 from tenants.models import Membership, PlatformRole, Quota, Role, Tenant
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,10 +53,10 @@ def test_each_governance_action_writes_exactly_one_record(users, fresh):
     agent_tokens.issue(node, actor=admin)
     assert len(records(AuditAction.TOKEN_ISSUE)) == 1
 
-    job = submission.submit_job(users["alice"], job_payload(command="sim:minutes=999"))
+    job = submission.submit_job(users["alice"], job_payload(command=long_run(999)))
     job_actions.cancel_job(users["alice"], job)  # the owner's own cancellation: not governance
     assert records(AuditAction.JOB_CANCEL) == []
-    other = submission.submit_job(users["alice"], job_payload(command="sim:minutes=999"))
+    other = submission.submit_job(users["alice"], job_payload(command=long_run(999)))
     job_actions.cancel_job(admin, Job.objects.get(pk=other.pk), "maintenance window")
     [cancel] = records(AuditAction.JOB_CANCEL)
     assert cancel.actor == admin and cancel.object_id == str(other.pk) and cancel.tenant == vision

@@ -20,7 +20,7 @@ from accounts.models import ApiToken
 from governance.models import PriorityRequest
 from scheduling import submission
 from scheduling.models import Job, JobStatus
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 from tests.scheduling.test_lifecycle import _run_until_done
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,7 +32,7 @@ SUBMIT = ("--project", "vision/detection", "--task-type", "research", "--gpu-mod
 def fill_vision_a100(users):
     """Vision holds its whole A100 limit (16 GPUs): its next A100 job waits for quota."""
     for _ in range(2):
-        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(9999)))
 
 
 def waiting_job(cli, users, name="waits") -> str:
@@ -76,12 +76,12 @@ def test_login_keeps_the_token_private_and_only_for_its_portal(cli):
 
 def test_submit_by_flags_and_by_job_file_then_list_show_and_why(cli, tmp_path):
     cli.login("alice")
-    first = cli("submit", *SUBMIT, "--gpus-per-node", "8", "--command", "sim:minutes=9999", "--name", "first",
+    first = cli("submit", *SUBMIT, "--gpus-per-node", "8", "--command", long_run(9999), "--name", "first",
                 "--json")
     assert first.code == 0, first.err
     assert first.json["name"] == "first" and first.json["gpus_per_node"] == 8 and first.json["status"] in (
         "admitted", "dispatching", "running")
-    assert cli("submit", *SUBMIT, "--gpus-per-node", "8", "--command", "sim:minutes=9999").code == 0
+    assert cli("submit", *SUBMIT, "--gpus-per-node", "8", "--command", long_run(9999)).code == 0
     job_file = tmp_path / "job.yaml"
     job_file.write_text("project: vision/detection\ntask-type: research\ngpu_model: A100\ngpus_per_node: 4\n"
                         "image: registry.local/pytorch:2.4\nname: from-file\nmax_runtime_minutes: 90\n")
@@ -263,7 +263,7 @@ def test_the_installed_console_script(cli):
 def test_logs_tail_and_follow_until_the_job_ends(cli):
     """Needs ``GET /api/jobs/{id}/log/?tail=N`` (``{"job", "attempt", "lines", "complete"}``)."""
     cli.login("alice")
-    job_id = cli("submit", *SUBMIT, "--gpus-per-node", "1", "--command", "sim:minutes=9999", "--json").json["id"]
+    job_id = cli("submit", *SUBMIT, "--gpus-per-node", "1", "--command", long_run(9999), "--json").json["id"]
     tail = cli("logs", job_id, "--tail", "5", "--json")
     assert tail.code == 0, tail.err
     assert tail.json["job"] == job_id and isinstance(tail.json["lines"], list) and len(tail.json["lines"]) <= 5

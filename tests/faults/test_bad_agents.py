@@ -16,7 +16,7 @@ from nodeagent.server import serve
 from scheduling import submission
 from scheduling.models import ACTIVE_STATUSES, Job
 from scheduling.tasks import run_scheduling_pass
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 from tests.fleet.raw_agent import RawAgent
 
 from .faultlib import check_invariants, dripping, found, garbage, huge, record
@@ -51,7 +51,7 @@ def test_bad_agents_cost_one_deadline_and_never_block_the_pass(users, settings):
         thread.start()
         assert bad["drip"].accepted.wait(10)  # the cycle is now waiting on the dripping agent
         for i in range(PASSES):  # scheduling meanwhile: submit (its pass runs inline, eager) and pass again
-            job = submission.submit_job(users["alice"], job_payload(gpus_per_node=2, command="sim:minutes=999"))
+            job = submission.submit_job(users["alice"], job_payload(gpus_per_node=2, command=long_run(999)))
             submitted[f"job-{i}"] = [job.pk]
             assert run_scheduling_pass.apply().get()["ran"]
         during = not done.is_set()  # every pass above finished while the poll cycle was still running

@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 
 from scheduling.models import Job, JobStatus
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 from .faultlib import Worker, celery_env, check_invariants, found, record
 from .test_broker_down import broker_down
@@ -31,7 +31,7 @@ def test_the_next_beat_ticks_schedule_what_the_broker_could_not_take(api, users,
         for i, (name, tenant, project) in enumerate((("alice", "vision", "detection"),
                                                      ("bob", "nlp", "llm-pretrain"))):
             response = api(name).post("/api/jobs/", job_payload(tenant=tenant, project=project, gpus_per_node=2,
-                                                                command="sim:minutes=999"), format="json")
+                                                                command=long_run(999)), format="json")
             assert response.status_code == 201, response.content
             submitted[f"beat-{i}"] = [response.json()["id"]]
     assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.QUEUED}

@@ -12,7 +12,7 @@ from gpuportal.celery import app
 from gpuportal.models import OperationalCounter
 from scheduling.models import Job, JobStatus
 from scheduling.tasks import run_scheduling_pass
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 from .faultlib import check_invariants, found, record
 
@@ -60,7 +60,7 @@ def test_broker_down_during_submission_and_during_a_pass(api, users):
             key = f"faults-{i}"
             for _attempt in range(2):  # the client did not trust the first answer and retried with the same key
                 response = clients[name].post("/api/jobs/", job_payload(
-                    tenant=tenant, project=project, gpu_model="A100", gpus_per_node=2, command="sim:minutes=999"),
+                    tenant=tenant, project=project, gpu_model="A100", gpus_per_node=2, command=long_run(999)),
                     format="json", HTTP_IDEMPOTENCY_KEY=key)
                 assert response.status_code == 201, response.content
                 submitted.setdefault(key, []).append(response.json()["id"])

@@ -14,7 +14,7 @@ from scheduling.dispatch import dispatch_many
 from scheduling.models import ACTIVE_STATUSES, Job, JobStatus
 from scheduling.scheduler import run_pass
 from scheduling.tasks import run_scheduling_pass
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 from .faultlib import check_invariants, found, record
 
@@ -29,7 +29,7 @@ def test_a_cancel_storm_aborts_no_pass_and_starves_nobody(api, users):
         for i in range(3):  # the bystanders: nlp's jobs, queued before the storm
             response = clients["bob"].post("/api/jobs/", job_payload(
                 tenant="nlp", project="llm-pretrain", gpu_model="H100", gpus_per_node=4,
-                command="sim:minutes=999"), format="json")
+                command=long_run(999)), format="json")
             assert response.status_code == 201, response.content
             submitted[f"bob-{i}"] = [response.json()["id"]]
         storming = threading.Event()
@@ -60,7 +60,7 @@ def test_a_cancel_storm_aborts_no_pass_and_starves_nobody(api, users):
                 for i in range(ROUNDS):
                     response = clients[name].post("/api/jobs/", job_payload(
                         tenant=tenant, project=project, gpu_model="A100", gpus_per_node=rng.choice((1, 2, 4)),
-                        command="sim:minutes=999"), format="json")
+                        command=long_run(999)), format="json")
                     if response.status_code != 201:
                         cancels["errors"].append(response.content)
                         continue

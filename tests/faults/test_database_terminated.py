@@ -14,7 +14,7 @@ from scheduling import engine, submission
 from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobStatus
 from scheduling.scheduler import run_pass
 from scheduling.tasks import run_scheduling_pass
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 from .faultlib import check_invariants, found, record
 
@@ -35,7 +35,7 @@ def test_a_pass_whose_connection_is_terminated_leaves_nothing_half_done(users):
         for i in range(24):
             user, tenant, project = (("alice", "vision", "detection"), ("bob", "nlp", "llm-pretrain"))[i % 2]
             job = submission.submit_job(users[user], job_payload(tenant=tenant, project=project, gpu_model="A100",
-                                                                 gpus_per_node=2, command="sim:minutes=999"))
+                                                                 gpus_per_node=2, command=long_run(999)))
             submitted[f"job-{i}"] = [job.pk]
     deciding, terminated = threading.Event(), threading.Event()
     backend = {}

@@ -14,7 +14,7 @@ from scheduling import submission
 from scheduling.executors.kubernetes.sync import ClusterSync
 from scheduling.models import ACTIVE_STATUSES, Job, JobStatus
 from scheduling.tasks import dispatch_jobs
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 from tests.scheduling.kube import MODEL
 
 from .faultlib import check_invariants, found, record
@@ -31,7 +31,7 @@ def test_api_errors_timeouts_and_410_during_dispatch_and_sync(kube, users, setti
         for i in range(JOBS):
             user, tenant, project = (("alice", "vision", "detection"), ("bob", "nlp", "llm-pretrain"))[i % 2]
             job = submission.submit_job(users[user], job_payload(tenant=tenant, project=project, gpu_model=MODEL,
-                                                                 gpus_per_node=2, command="sim:minutes=999"))
+                                                                 gpus_per_node=2, command=long_run(999)))
             submitted[f"job-{i}"] = [job.pk]
     admitted = list(Job.objects.filter(status=JobStatus.ADMITTED).values_list("pk", flat=True))
     assert len(admitted) == JOBS

@@ -16,7 +16,7 @@ from django.db import connection
 
 from scheduling import submission
 from scheduling.models import Job, JobStatus
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 from tests.scheduling.kube import MODEL
 
 from .faultlib import Worker, broker_client, check_invariants, found, record, wait_for
@@ -43,7 +43,7 @@ def test_worker_sigkill_mid_pass_and_mid_dispatch(kube, users):
         for i in range(JOBS):
             user, tenant, project = (("alice", "vision", "detection"), ("bob", "nlp", "llm-pretrain"))[i % 2]
             job = submission.submit_job(users[user], job_payload(tenant=tenant, project=project, gpu_model=MODEL,
-                                                                 gpus_per_node=2, command="sim:minutes=999"))
+                                                                 gpus_per_node=2, command=long_run(999)))
             submitted[f"job-{i}"] = [job.pk]
     client = broker_client()
     workers = []

@@ -16,7 +16,7 @@ from scheduling import submission
 from scheduling.models import FailureCategory, Job, JobStatus
 from scheduling.tasks import sync_job_status
 from tenants.models import Quota, Tenant
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -146,7 +146,7 @@ def test_xid79_marks_gpu_unhealthy_fails_its_job_and_is_never_placed_on(lab, use
     Quota.objects.create(tenant=Tenant.objects.get(name="vision"), gpu_model="H200", guaranteed_gpus=8, limit_gpus=8)
     lab_poll()
     job = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4,
-                                                            command="sim:minutes=900"))
+                                                            command=long_run(900)))
     gpu = job.allocations.first().gpu
     node_index = [n.pk for n in lab.nodes].index(gpu.node_id)
     lab.nvml(node_index).inject("xid79", gpu.index)
@@ -186,7 +186,7 @@ def test_double_bit_ecc_error_is_critical(lab):
 def test_unhealthy_node_marks_running_jobs_with_node_fault(lab, users):
     Quota.objects.create(tenant=Tenant.objects.get(name="vision"), gpu_model="H200", guaranteed_gpus=8, limit_gpus=8)
     job = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=2,
-                                                            command="sim:minutes=900"))
+                                                            command=long_run(900)))
     node_index = [n.pk for n in lab.nodes].index(job.allocations.first().gpu.node_id)
     lab.nvml(node_index).inject("hang")
     for _ in range(3):

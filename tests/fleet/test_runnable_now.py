@@ -9,7 +9,7 @@ from django.utils import timezone
 from fleet.queries import Binds, runnable_now
 from scheduling import submission
 from scheduling.models import Reservation
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,7 +21,7 @@ def _row(user, model):
 def test_a_full_quota_binds_although_gpus_are_free(users):
     alice = users["alice"]
     for _ in range(2):
-        submission.submit_job(alice, job_payload(gpus_per_node=8, command="sim:minutes=999"))
+        submission.submit_job(alice, job_payload(gpus_per_node=8, command=long_run(999)))
     a100 = _row(alice, "A100")
     assert a100.used == 16 and a100.free == 16  # 32 A100 GPUs in the lab, 16 held by vision
     assert a100.can_start == 0 and a100.binds == Binds.QUOTA
@@ -31,7 +31,7 @@ def test_a_full_quota_binds_although_gpus_are_free(users):
 def test_free_gpus_bind_and_the_guarantee_is_shown(users):
     bob = users["bob"]  # nlp: H100 guaranteed 16, limit 24; the lab has 32 H100 GPUs
     submission.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8, nodes=2,
-                                                      command="sim:minutes=999"))
+                                                      command=long_run(999)))
     h100 = _row(bob, "H100")
     assert h100.free == 16 and h100.can_start == 16 and h100.within_guarantee == 16
     assert h100.binds == Binds.CLUSTER and h100.largest_single_node_job == 8
@@ -50,7 +50,7 @@ def test_another_tenants_reservation_keeps_what_it_does_not_use(users, world):
 def test_the_page_shows_it(client, users):
     client.login(username="alice", password="demo")
     for _ in range(2):
-        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999)))
     page = client.get("/cluster/").content.decode()
     assert 'data-tenant="vision" data-model="A100" data-binds="quota"' in page
     assert "vision holds 16 of its 16 A100 GPUs" in page

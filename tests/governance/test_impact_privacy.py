@@ -5,7 +5,7 @@ import pytest
 from scheduling import submission
 from scheduling.models import Job, JobStatus
 from tenants.models import Quota
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -14,7 +14,7 @@ def test_an_approver_of_vision_sees_no_job_id_of_nlp(users, api, client):
     Quota.objects.filter(tenant__name="nlp", gpu_model="H100").update(guaranteed_gpus=0, limit_gpus=32)
     Quota.objects.filter(tenant__name="vision", gpu_model="H100").update(guaranteed_gpus=0, limit_gpus=16)
     nlp_jobs = [submission.submit_job(users["bob"], job_payload(
-        tenant="nlp", project="llm-pretrain", gpu_model="H100", gpus_per_node=8, command="sim:minutes=9999"))
+        tenant="nlp", project="llm-pretrain", gpu_model="H100", gpus_per_node=8, command=long_run(9999)))
         for _ in range(4)]  # nlp's preemptible research jobs hold every H100
     waiting = submission.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8))
     assert Job.objects.get(pk=waiting.pk).status == JobStatus.QUEUED

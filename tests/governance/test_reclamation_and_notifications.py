@@ -11,14 +11,14 @@ from governance.models import IdlePolicy, IdleWatch, Notification, NotificationP
 from governance.reclamation import check_idle_jobs
 from scheduling import lifecycle, submission
 from scheduling.models import Job, JobEvent, JobStatus, TaskType
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def running_job(users, task_type="research", minutes_ago=120, username="alice"):
     job = submission.submit_job(users[username], job_payload(task_type=task_type, gpus_per_node=2,
-                                                           command="sim:minutes=99999"))
+                                                           command=long_run(99999)))
     job = Job.objects.get(pk=job.pk)
     if job.status == JobStatus.DISPATCHING:
         lifecycle.transition(job, JobStatus.RUNNING, "started")
@@ -90,7 +90,7 @@ def test_policy_per_tenant_overrides_the_defaults(users):
 
 def test_job_notifications_follow_preferences(users, mailoutbox):
     alice = users["alice"]
-    job = submission.submit_job(alice, job_payload(gpus_per_node=1, command="sim:minutes=99999"))
+    job = submission.submit_job(alice, job_payload(gpus_per_node=1, command=long_run(99999)))
     job = Job.objects.get(pk=job.pk)
     lifecycle.transition(job, JobStatus.RUNNING, "Containers started.")
     started = Notification.objects.get(user=alice, kind="job_started")
@@ -103,7 +103,7 @@ def test_job_notifications_follow_preferences(users, mailoutbox):
 
 
 def test_failed_and_preempted_notifications_say_why(users):
-    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=1, command="sim:minutes=99999"))
+    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=1, command=long_run(99999)))
     job = Job.objects.get(pk=job.pk)
     lifecycle.transition(job, JobStatus.FAILED, "Node fault", failure_category="node_fault",
                          failure_message="XID 79 on dc1-r3-a100-01")
@@ -112,7 +112,7 @@ def test_failed_and_preempted_notifications_say_why(users):
 
 
 def test_history_imports_are_not_announced(users):
-    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=1, command="sim:minutes=99999"))
+    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=1, command=long_run(99999)))
     job = Job.objects.get(pk=job.pk)
     lifecycle.transition(job, JobStatus.RUNNING, "started", at=timezone.now() - timedelta(days=3))
     assert not Notification.objects.filter(kind="job_started").exists()

@@ -12,7 +12,7 @@ from governance.services import MAX_COMMENT
 from scheduling import submission
 from scheduling.models import Job, JobStatus
 from tenants.models import Quota
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _burst_request(users, api):
     """alice's second 8-GPU job waits for vision's H100 limit (8, all in use); she asks for a burst of 8."""
     Quota.objects.filter(tenant__name="vision", gpu_model="H100").update(guaranteed_gpus=8, limit_gpus=8)
-    submission.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8, command="sim:minutes=9999"))
+    submission.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8, command=long_run(9999)))
     waiting = submission.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8, name="big-eval"))
     assert Job.objects.get(pk=waiting.pk).status == JobStatus.QUEUED
     now = timezone.now()

@@ -12,7 +12,7 @@ from governance.tasks import expire_requests
 from scheduling import submission
 from scheduling.models import Job, JobEvent, JobStatus, Reservation, TaskType
 from tenants.models import Quota, QuotaBurst
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,7 +24,7 @@ def fresh(job):
 def fill_vision_a100(users):
     """Vision uses its whole A100 limit (16); a third job waits for quota."""
     for _ in range(2):
-        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(9999)))
     return submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="waits"))
 
 
@@ -34,8 +34,8 @@ def window(hours=4):
 
 
 def test_priority_request_approved_by_a_tenant_approver_moves_the_job_up(users, api):
-    first = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
-    submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=9999"))
+    first = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(9999)))
+    submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(9999)))
     ahead = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="ahead"))
     behind = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="behind"))
     assert fresh(behind).tenant_queue_position > fresh(ahead).tenant_queue_position

@@ -6,14 +6,14 @@ from governance.models import Notification, NotificationPreference
 from governance.notifications import preferences
 from scheduling import lifecycle, submission
 from scheduling.models import Job, JobStatus
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def finish(user, name):
     job = Job.objects.get(pk=submission.submit_job(user, job_payload(name=name, gpus_per_node=1,
-                                                                     command="sim:minutes=99999")).pk)
+                                                                     command=long_run(99999))).pk)
     if job.status == JobStatus.DISPATCHING:
         lifecycle.transition(job, JobStatus.RUNNING, "Containers started.")
     lifecycle.transition(Job.objects.get(pk=job.pk), JobStatus.SUCCEEDED, "Exited with code 0.")

@@ -19,7 +19,7 @@ from governance.models import PriorityRequest
 from metering.models import AcceptanceNote, GpuPrice
 from scheduling import job_tokens, submission
 from scheduling.models import Job, JobArtifact, JobCheckpoint
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 MB = "x" * 1_000_000
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -124,7 +124,7 @@ def test_prices_refuse_impossible_values_and_one_of_eight_identical_posts_wins(a
 
 
 def test_the_job_token_report_refuses_bad_fields_and_stores_nothing(users):
-    job = submission.submit_job(users["alice"], job_payload(command="sim:minutes=999"))
+    job = submission.submit_job(users["alice"], job_payload(command=long_run(999)))
     client = APIClient(HTTP_AUTHORIZATION=f"Bearer {job_tokens.token_for(job)}")
     url = f"/api/jobs/{job.pk}/report/"
     for body, field in (({"message": "epoch\x00 3"}, "message"), ({"message": MB}, "message"),
@@ -168,7 +168,7 @@ def test_forms_refuse_bad_input_naming_the_field(users):
     assert not PriorityRequest.objects.exists()
     response = browser.post("/account/tokens/", {"name": "laptop\x00", "days": "10"})
     assert response.status_code == 400 and form_error(response, "name")
-    running = submission.submit_job(users["alice"], job_payload(command="sim:minutes=999"))
+    running = submission.submit_job(users["alice"], job_payload(command=long_run(999)))
     response = browser.post(f"/jobs/{running.pk}/cancel/", {"reason": "oops\x00"})
     assert response.status_code == 400 and form_error(response, "reason")
     assert not Job.objects.get(pk=running.pk).is_terminal

@@ -9,14 +9,14 @@ from rest_framework import serializers
 from fleet.models import GPU
 from scheduling.api.serializers import JobSerializer
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _jobs_of_every_kind(client) -> dict[str, int]:
-    running = client.post("/api/jobs/", job_payload(command="sim:minutes=999"), format="json").json()["id"]
-    client.post("/api/jobs/", job_payload(gpus_per_node=8, command="sim:minutes=999"), format="json")
+    running = client.post("/api/jobs/", job_payload(command=long_run(999)), format="json").json()["id"]
+    client.post("/api/jobs/", job_payload(gpus_per_node=8, command=long_run(999)), format="json")
     queued = client.post("/api/jobs/", job_payload(gpus_per_node=8), format="json").json()["id"]
     failed = client.post("/api/jobs/", job_payload(name="broken"), format="json").json()["id"]
     Job.objects.filter(pk=failed).update(

@@ -9,7 +9,7 @@ import pytest
 from governance import services
 from scheduling import submission
 from tenants.models import Quota
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -32,7 +32,7 @@ def test_the_main_paths_in_chinese(page, live_server, users):
     url = live_server.url
     Quota.objects.filter(tenant__name="vision", gpu_model="H100").update(guaranteed_gpus=8, limit_gpus=8)
     running = submission.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8,
-                                                                command="sim:minutes=9999"))
+                                                                command=long_run(9999)))
     login(page, url, "alice")
     page.select_option("#id_site_language", "zh-hans")  # applies at once (static/js/menu.js)
     page.wait_for_function("document.documentElement.lang === 'zh-hans'")

@@ -4,7 +4,7 @@ import pytest
 
 from scheduling import submission
 from scheduling.models import Job, JobStatus
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +46,7 @@ def test_submit_accepts_what_a_job_json_shows(api):
 def test_waiting_job_shows_position_and_reason(api):
     client = api("alice")
     for _ in range(2):
-        client.post("/api/jobs/", job_payload(gpus_per_node=8, command="sim:minutes=999"), format="json")
+        client.post("/api/jobs/", job_payload(gpus_per_node=8, command=long_run(999)), format="json")
     body = client.post("/api/jobs/", job_payload(gpus_per_node=8), format="json").json()
     assert body["status"] == "queued"
     assert body["queue_position"] == 1

@@ -13,7 +13,7 @@ from scheduling.executors.kubernetes.diagnosis import PodState, diagnose
 from scheduling.executors.logs import LogTail, kube_timestamped, merge_streams, stored_tail
 from scheduling.models import FailureCategory, Job, JobStatus
 from scheduling.tasks import sync_job_status
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 from .test_kubernetes import submit
 from .test_lifecycle import _run_past_max_runtime, _run_until_done
@@ -50,7 +50,7 @@ def test_a_successful_simulated_run_logs_its_timeline(users, settings):
 
 
 def test_a_running_simulated_job_logs_one_line_per_simulated_minute_so_far(users):
-    job = Job.objects.get(pk=sim_job(users, "sim:outcome=succeeded sim:minutes=999").pk)
+    job = Job.objects.get(pk=sim_job(users, long_run(999)).pk)
     job.started_at = job.admitted_at
     job.executor_state["dispatched_at"] = (job.admitted_at - timedelta(seconds=1)).isoformat()
     job.status = JobStatus.RUNNING  # a copy in memory: what the log would say at that moment
@@ -112,7 +112,7 @@ def test_image_that_cannot_be_pulled_and_timeout(users, settings):
     image = _run_until_done(sim_job(users, "sim:outcome=image"), settings)
     assert image.failure_category == FailureCategory.IMAGE and "ErrImagePull" in image.failure_message
     assert read_job_log(image, 200).lines == () and not read_job_log(image, 200).gone  # it never started
-    late = _run_past_max_runtime(sim_job(users, "sim:minutes=1e9", max_runtime_minutes=60), settings)
+    late = _run_past_max_runtime(sim_job(users, long_run(1e9), max_runtime_minutes=60), settings)
     assert late.failure_category == FailureCategory.TIMEOUT and "max runtime of 60 minutes" in late.failure_message
     assert read_job_log(late, 1).lines[0].endswith("; exiting") and "received SIGTERM at step" in read_job_log(
         late, 1).lines[0]
@@ -120,7 +120,7 @@ def test_image_that_cannot_be_pulled_and_timeout(users, settings):
 
 
 def test_a_fault_the_node_agent_reported_ends_the_simulated_log(users, settings):
-    job = sim_job(users, "sim:outcome=succeeded sim:minutes=999")
+    job = sim_job(users, long_run(999))
     settings.SIMULATION_TIME_SCALE = 1e-6
     sync_job_status()
     job = Job.objects.get(pk=job.pk)
@@ -201,7 +201,7 @@ def test_an_xid_in_the_log_is_a_gpu_fault():
 # --- the API and the page -----------------------------------------------------------------------------------
 
 def test_log_api_shape_bounds_visibility_and_complete(users, api, settings):
-    job = sim_job(users, "sim:outcome=succeeded sim:minutes=999")
+    job = sim_job(users, long_run(999))
     alice = api("alice")
     answer = alice.get(f"/api/jobs/{job.pk}/log/")
     assert answer.status_code == 200
@@ -224,7 +224,7 @@ def test_log_api_shape_bounds_visibility_and_complete(users, api, settings):
 
 def test_job_page_shows_the_log_tail_and_its_refresh(users, client, settings):
     client.login(username="alice", password="demo")
-    waiting = sim_job(users, "sim:minutes=999")  # dispatched, its image not pulled yet
+    waiting = sim_job(users, long_run(999))  # dispatched, its image not pulled yet
     assert waiting.status == JobStatus.DISPATCHING
     assert "No log yet" in client.get(f"/jobs/{waiting.pk}/").content.decode()
     job = _run_until_done(sim_job(users, "sim:outcome=exit_code sim:minutes=5"), settings)
@@ -237,7 +237,7 @@ def test_job_page_shows_the_log_tail_and_its_refresh(users, client, settings):
 
 @pytest.mark.browser
 def test_the_log_box_refreshes_while_the_job_runs(page, live_server, users, settings):
-    job = sim_job(users, "sim:outcome=succeeded sim:minutes=999")
+    job = sim_job(users, long_run(999))
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("#id_username", "alice")
     page.fill("#id_password", "demo")

@@ -8,7 +8,7 @@ import pytest
 from scheduling import submission
 from scheduling.models import Job
 from scheduling.tasks import sync_job_status
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +19,7 @@ def _page(client, job) -> str:
 
 def test_a_waiting_job_shows_its_reason_as_a_label_and_can_be_held_and_released(client, users):
     for _ in range(2):
-        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999)))
     waiting = submission.submit_job(users["alice"], job_payload(gpus_per_node=8))
     client.login(username="alice", password="demo")
     page = _page(client, waiting)
@@ -35,7 +35,7 @@ def test_a_waiting_job_shows_its_reason_as_a_label_and_can_be_held_and_released(
 
 
 def test_a_running_job_shows_how_long_it_runs_and_when_its_limit_stops_it(client, users, settings):
-    job = submission.submit_job(users["alice"], job_payload(command="sim:minutes=999", max_runtime_minutes=480))
+    job = submission.submit_job(users["alice"], job_payload(command=long_run(999), max_runtime_minutes=480))
     settings.SIMULATION_TIME_SCALE = 1e-3  # a real millisecond is a simulated second: the image pulls quickly
     for _ in range(100):
         time.sleep(0.01)
@@ -53,7 +53,7 @@ def test_a_running_job_shows_how_long_it_runs_and_when_its_limit_stops_it(client
 
 
 def test_another_tenants_user_cannot_hold(client, users):
-    waiting = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+    waiting = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999)))
     client.login(username="bob", password="demo")
     assert client.post(f"/jobs/{waiting.pk}/hold/").status_code == 404
     assert Job.objects.get(pk=waiting.pk).held_by == ""

@@ -17,7 +17,7 @@ from scheduling.executors.kubernetes.sync import ClusterSync
 from scheduling.models import Job, JobEvent, JobStatus
 from scheduling.tasks import dispatch_job
 from tenants.models import Quota
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 from .kube import MODEL, make_cluster
 
@@ -252,7 +252,7 @@ def test_a_job_admitted_under_an_approved_burst_is_created_by_the_cluster(kube, 
     """The namespace's ResourceQuota carries the burst too: the fake refuses pods beyond it, as Kubernetes does."""
     Quota.objects.filter(tenant__name="vision").exclude(gpu_model=MODEL).delete()
     Quota.objects.filter(tenant__name="vision", gpu_model=MODEL).update(guaranteed_gpus=8, limit_gpus=8)
-    first = submit(users, command="sim:minutes=999")
+    first = submit(users, command=long_run(999))
     assert first.status == JobStatus.DISPATCHING
     waiting = submit(users)
     assert waiting.status == JobStatus.QUEUED  # 8 of 8 held

@@ -10,7 +10,7 @@ import pytest
 from scheduling import lifecycle, submission
 from scheduling.models import FailureCategory, Job, JobStatus
 from scheduling.tasks import sync_job_status
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WRITERS = {"update", "create", "update_or_create", "get_or_create", "bulk_create"}
@@ -107,7 +107,7 @@ def _run_past_max_runtime(job, settings):
 
 
 def test_simulated_job_runs_and_succeeds_by_itself(users, settings):
-    job = submission.submit_job(users["alice"], job_payload(command="sim:outcome=succeeded sim:minutes=30"))
+    job = submission.submit_job(users["alice"], job_payload(command=long_run(30)))
     job = _run_until_done(job, settings)
     assert job.status == JobStatus.SUCCEEDED and job.exit_code == 0
     assert [e.to_status for e in job.events.filter(kind="status")][-2:] == ["running", "succeeded"]
@@ -130,7 +130,7 @@ def test_simulated_failures_carry_category_and_evidence(users, settings, outcome
 
 
 def test_job_running_past_its_max_runtime_times_out(users, settings):
-    job = submission.submit_job(users["alice"], job_payload(command="sim:minutes=1e9", max_runtime_minutes=60))
+    job = submission.submit_job(users["alice"], job_payload(command=long_run(1e9), max_runtime_minutes=60))
     job = _run_past_max_runtime(job, settings)
     assert job.failure_category == FailureCategory.TIMEOUT
     assert "max runtime of 60 minutes" in job.failure_message
@@ -139,7 +139,7 @@ def test_job_running_past_its_max_runtime_times_out(users, settings):
 def test_finished_job_frees_gpus_for_the_queue(users, settings):
     first = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:outcome=succeeded"))
     submission.submit_job(users["carol"], job_payload(project="segmentation", gpus_per_node=8,
-                                                    command="sim:minutes=99999"))
+                                                    command=long_run(99999)))
     waiting = submission.submit_job(users["alice"], job_payload(gpus_per_node=8))
     waiting.refresh_from_db()
     assert waiting.status == JobStatus.QUEUED and waiting.wait_reason == "quota_exhausted"

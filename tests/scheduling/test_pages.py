@@ -9,7 +9,7 @@ from scheduling import submission
 from scheduling.models import Job
 from tenants.models import Tenant
 from tenants.quotas import grant_burst
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,7 +27,7 @@ def test_login_page_and_redirect(client, world):
 
 def test_dashboard_shows_quota_bars_jobs_and_queue(client, users):
     for _ in range(2):
-        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999)))
     waiting = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="waits-for-quota"))
     html = login(client, "alice").get("/").content.decode()
     assert 'data-tenant="vision" data-model="A100"' in html

@@ -21,7 +21,7 @@ from scheduling.models import Job, JobAllocation, JobStatus
 from scheduling.reconcile import reconcile
 from scheduling.scheduler import run_pass
 from scheduling.tasks import dispatch_jobs, run_scheduling_pass
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 from .kube import MODEL
 
@@ -45,7 +45,7 @@ def counter(kind: str) -> float:
 
 def test_a_lost_dispatch_message_is_dispatched_again(users):
     with mock.patch.object(dispatch_jobs, "apply_async", side_effect=BROKER_DOWN):
-        job = submission.submit_job(users["alice"], job_payload(gpus_per_node=4, command="sim:minutes=999"))
+        job = submission.submit_job(users["alice"], job_payload(gpus_per_node=4, command=long_run(999)))
     assert job.status == JobStatus.ADMITTED  # the pass admitted it; its dispatch message never left
     assert reconcile().repairs == []  # within the bound: dispatch may still be on its way
     report = reconcile(timezone.now() + LATER)
@@ -58,7 +58,7 @@ def test_a_lost_dispatch_message_is_dispatched_again(users):
 
 
 def test_gpus_of_a_job_that_stopped_holding_them_are_released_with_an_audit_record(users):
-    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=2, command="sim:minutes=999"))
+    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=2, command=long_run(999)))
     assert job.allocations.filter(released_at__isnull=True).count() == 2
     Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED)  # a worker died between two writes
     report = reconcile()
@@ -119,7 +119,7 @@ def test_a_cancel_during_a_dispatch_batch_leaves_the_others_dispatched(kube, use
 
 def test_objects_that_never_appeared_are_created_and_leftovers_deleted(kube, users):
     job = submission.submit_job(users["alice"], job_payload(gpu_model=MODEL, gpus_per_node=2,
-                                                            command="sim:minutes=999"))
+                                                            command=long_run(999)))
     namespace, name = kube.objects_of(job)
     kube.fake.delete("jobs", namespace, name)  # lost on the way (an API server restored from backup)
     gone = submission.submit_job(users["alice"], job_payload(gpu_model=MODEL, gpus_per_node=2))
@@ -145,7 +145,7 @@ def test_submission_answers_201_when_the_broker_is_down_and_nothing_is_lost(api,
 
 
 def test_reconcile_command_prints_what_it_repaired(users, capsys):
-    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=1, command="sim:minutes=999"))
+    job = submission.submit_job(users["alice"], job_payload(gpus_per_node=1, command=long_run(999)))
     Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED)
     call_command("reconcile", "--json")
     printed = json.loads(capsys.readouterr().out)

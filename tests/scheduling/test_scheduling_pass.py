@@ -11,7 +11,7 @@ from scheduling import submission
 from scheduling.models import Job, JobStatus, Reservation
 from scheduling.scheduler import PASS_LOCK_KEY, run_pass
 from tenants.models import Tenant
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,7 +23,7 @@ def fill_h100_with_research(users):
 
     Quota.objects.filter(tenant__name="vision", gpu_model="H100").update(guaranteed_gpus=0, limit_gpus=32)
     return [submission.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8,
-                                                            command="sim:minutes=9999")) for _ in range(4)]
+                                                            command=long_run(9999))) for _ in range(4)]
 
 
 def test_reclaim_preempts_a_borrower_records_why_and_requeues_it(users, api):
@@ -58,7 +58,7 @@ def test_opting_out_of_requeue_leaves_the_job_preempted(users):
 
 def test_hold_and_release(users, api):
     for _ in range(2):
-        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999)))
     waiting = submission.submit_job(users["alice"], job_payload(gpus_per_node=8))
     body = api("alice").post(f"/api/jobs/{waiting.pk}/hold/").json()
     assert body["held_by"] == "user" and body["wait_reason"]["code"] == "held"
@@ -81,7 +81,7 @@ def test_reservation_holds_gpus_and_says_for_whom(users, api):
 
 def test_estimated_start_and_positions_in_the_api(users, api):
     for _ in range(2):
-        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999",
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999),
                                                         max_runtime_minutes=120))
     first = api("alice").post("/api/jobs/", job_payload(gpus_per_node=8, max_runtime_minutes=60), format="json")
     body = first.json()
@@ -91,7 +91,7 @@ def test_estimated_start_and_positions_in_the_api(users, api):
 
 def test_queue_page_anonymises_other_tenants(client, users, api):
     for _ in range(2):
-        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command="sim:minutes=999"))
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999)))
     mine = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="alice-waits"))
     assert client.login(username="bob", password="demo")
     html = client.get("/queue/").content.decode()

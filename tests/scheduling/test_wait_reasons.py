@@ -6,7 +6,7 @@ from django.test import Client
 from scheduling import engine, submission
 from scheduling.models import Job, JobStatus, WaitReason
 from scheduling.scheduler import run_pass
-from tests.conftest import job_payload
+from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,8 +20,8 @@ def refreshed(job):
 
 
 def test_quota_exhausted(users):
-    submit(users, gpus_per_node=8, command="sim:minutes=999")
-    submit(users, username="carol", project="segmentation", gpus_per_node=8, command="sim:minutes=999")
+    submit(users, gpus_per_node=8, command=long_run(999))
+    submit(users, username="carol", project="segmentation", gpus_per_node=8, command=long_run(999))
     blocked = refreshed(submit(users, gpus_per_node=8))
     assert blocked.status == JobStatus.QUEUED
     assert blocked.wait_reason == WaitReason.QUOTA_EXHAUSTED
@@ -85,8 +85,8 @@ def test_higher_priority_job_ahead_and_backfill(users):
 
 
 def test_reason_change_is_recorded_on_the_timeline_once(users):
-    submit(users, gpus_per_node=8, command="sim:minutes=999")
-    submit(users, username="carol", project="segmentation", gpus_per_node=8, command="sim:minutes=999")
+    submit(users, gpus_per_node=8, command=long_run(999))
+    submit(users, username="carol", project="segmentation", gpus_per_node=8, command=long_run(999))
     blocked = submit(users, gpus_per_node=8)
     run_pass()
     run_pass()
@@ -98,8 +98,8 @@ def test_reason_change_is_recorded_on_the_timeline_once(users):
 def test_wait_reason_sentence_is_translated_for_the_reader(users):
     from django.utils import translation
 
-    submit(users, gpus_per_node=8, command="sim:minutes=999")
-    submit(users, username="carol", project="segmentation", gpus_per_node=8, command="sim:minutes=999")
+    submit(users, gpus_per_node=8, command=long_run(999))
+    submit(users, username="carol", project="segmentation", gpus_per_node=8, command=long_run(999))
     blocked = refreshed(submit(users, gpus_per_node=8))
     with translation.override("zh-hans"):  # the reader's language, numbers filled in
         assert blocked.wait_reason_message.startswith(

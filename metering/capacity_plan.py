@@ -17,7 +17,6 @@ does.
 
 from __future__ import annotations
 
-import math
 from datetime import date, datetime
 
 from django.db.models import Avg, Count, Max
@@ -179,7 +178,7 @@ def _model_plan(model: str, rows: list[dict], future: list[date], step: int) -> 
     peak = max(forecast, key=lambda f: f["demand_gpus"])
     add = 0
     if over is not None:
-        add = int(math.ceil(round(peak["demand_gpus"] - capacity, 1) / step) * step)
+        add = reports.whole_nodes(peak["demand_gpus"] - capacity, step)
     entry = {"gpu_model": model, "capacity_gpus": capacity, "gpus_per_node": step, "history": history,
              "trend_per_month": trend, "method": method, "method_text": _method_text(method, len(points)),
              "forecast": forecast, "error": error, "add_gpus": add, "add_by": over["month"] if over else None}

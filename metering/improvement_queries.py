@@ -95,11 +95,10 @@ def _resource_share(report: dict) -> float | None:
     failures = report.get("failures_by_category")
     if not isinstance(failures, dict):
         return None
-    total = sum(_number(n) or 0 for n in failures.values())
-    if not total:
+    share = reports.resource_failure_share({code: _number(n) or 0 for code, n in failures.items()})
+    if share is None:
         return 0.0 if (report.get("jobs") or {}).get("submitted") else None
-    resource = sum(_number(failures.get(str(c.value))) or 0 for c in reports.RESOURCE_FAILURES)
-    return round(resource / total, 4)
+    return round(share, 4)
 
 
 def _model_value(report: dict, metric: str, model: str) -> float | None:

@@ -17,13 +17,16 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
+from gpuportal import phrases
 from gpuportal.dates import day_start, local_day, month_start, next_month
 from gpuportal.db import percentile
 from gpuportal.formatting import figure_text
+from gpuportal.phrases import Phrase
 from gpuportal.validation import calendar_month
 from scheduling.models import FailureCategory
 from tenants.models import Project, Quota, Tenant
@@ -42,6 +45,20 @@ SPREAD_BELOW_ALLOCATION_RATE = 0.5
 LEND_WHEN_IDLE_SHARE = 0.5
 #: GPUs per node assumed for a model the fleet catalogue does not know (the "add N" rounding step).
 DEFAULT_GPUS_PER_NODE = 8
+
+def resource_failure_share(failures) -> float | None:
+    """Of ``failures`` (counts by failure category), the share in ``RESOURCE_FAILURES``; None with no failure.
+    One rule for the advice (per model), the pack's conclusion (all models) and the improvement metric."""
+    failed = sum(failures.values())
+    return sum(failures.get(str(c.value), 0) for c in RESOURCE_FAILURES) / failed if failed else None
+
+
+def whole_nodes(gpus: float, gpus_per_node: float) -> int:
+    """``gpus`` rounded up to whole nodes of ``gpus_per_node``: capacity is bought a node at a time. One rule
+    for the advice's "add N" and the capacity plan's (tenths first, so float noise never adds a node)."""
+    step = max(1, round(gpus_per_node))
+    return int(math.ceil(round(gpus, 1) / step) * step)
+
 
 
 def parse_month(text: str) -> date:
@@ -244,8 +261,7 @@ def recommendations(models: list[dict], waits: list[dict], submitted) -> list[di
     for entry in models:
         model = entry["gpu_model"]
         p95 = percentile(wait_by_model[model], 0.95) or 0
-        failed = sum(failures[model].values())
-        resource_share = sum(failures[model][c] for c in RESOURCE_FAILURES) / failed if failed else 0.0
+        resource_share = resource_failure_share(failures[model]) or 0.0
         idle_share = 1 - entry["allocation_rate"] if entry["allocation_rate"] is not None else 0.0
         figures = {"days": entry["days"], "days_over_capacity": entry["days_over_capacity"],
                    "wait_seconds_p95": round(p95, 1), "resource_failure_share": round(resource_share, 3),
@@ -256,29 +272,33 @@ def recommendations(models: list[dict], waits: list[dict], submitted) -> list[di
                       and (entry["allocation_rate"] or 0) >= ADD_WHEN_ALLOCATION_RATE)
         if over_often and not long_waits and (entry["allocation_rate"] or 0) < SPREAD_BELOW_ALLOCATION_RATE:
             action = CapacityAction.SPREAD
-            evidence = _("%(model)s: demand above capacity on %(over)d of %(days)d days but %(idle).0f %% idle -> "
-                         "spread the peaks (reservations, backfill) before buying") % {
-                "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "idle": idle_share * 100}
+            evidence = Phrase(gettext_noop(
+                "%(model)s: demand above capacity on %(over)d of %(days)d days but %(idle).0f %% idle -> spread the "
+                "peaks (reservations, backfill) before buying"), {
+                "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "idle": idle_share * 100})
         elif over_often or long_waits:
-            step = max(1, round(entry["gpus_per_node"]))
-            excess = percentile(entry["excess"], 0.75) or step
-            add = int(math.ceil(excess / step) * step)
+            add = whole_nodes(percentile(entry["excess"], 0.75) or 1, entry["gpus_per_node"])
             action = CapacityAction.ADD
-            evidence = _("%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, "
-                         "%(res).0f %% of failures resource-related -> add %(add)s %(model)s GPUs") % {
+            evidence = Phrase(gettext_noop(
+                "%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, %(res).0f %% "
+                "of failures resource-related -> add %(add)s %(model)s GPUs"), {
                 "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "wait": p95 / 3600,
-                "res": resource_share * 100, "add": figure_text(add)}
+                "res": resource_share * 100, "add": figure_text(add)})
             figures["add_gpus"] = add
         elif idle_share >= LEND_WHEN_IDLE_SHARE:
             action = CapacityAction.LEND_OR_MOVE
-            evidence = _("%(model)s: %(idle).0f %% idle -> lend or move") % {"model": model, "idle": idle_share * 100}
+            evidence = Phrase(gettext_noop("%(model)s: %(idle).0f %% idle -> lend or move"), {
+                "model": model, "idle": idle_share * 100})
         else:
             action = CapacityAction.KEEP
-            evidence = _("%(model)s: %(alloc).0f %% allocated, demand above capacity on %(over)d of %(days)d days, "
-                         "p95 wait %(wait).1f h -> keep") % {
+            evidence = Phrase(gettext_noop(
+                "%(model)s: %(alloc).0f %% allocated, demand above capacity on %(over)d of %(days)d days, p95 wait "
+                "%(wait).1f h -> keep"), {
                 "model": model, "alloc": (entry["allocation_rate"] or 0) * 100, "over": entry["days_over_capacity"],
-                "days": entry["days"], "wait": p95 / 3600}
-        advice.append({"gpu_model": model, "action": str(action.value), "evidence": evidence, "figures": figures})
+                "days": entry["days"], "wait": p95 / 3600})
+        # Kept as English with its phrase: a frozen report is read long after, in each reader's language.
+        advice.append({"gpu_model": model, "action": str(action.value), "evidence": str(evidence),
+                       "figures": figures, **evidence.as_data()})
     for entry in models:
         entry.pop("excess", None)
     return advice
@@ -302,8 +322,18 @@ def report_for(month: date, tenant: Tenant | None = None,
     month = month_start(month)
     snapshot = current_snapshot(month, tenant) if is_closed(month, now) else None
     if snapshot is None:
-        return build_report(month, tenant, now), None
-    return snapshot.data, snapshot
+        return in_reader_language(build_report(month, tenant, now)), None
+    return in_reader_language(snapshot.data), snapshot
+
+
+def in_reader_language(data: dict) -> dict:
+    """``data`` with its advice in the reader's language. The advice is stored as English with its phrase
+    (``recommendations``); a snapshot frozen by the beat task, in the site's language, is read in any other.
+    The phrase itself is not shown: the report's shape stays what the API documents."""
+    advice = [{**{k: v for k, v in entry.items() if k != phrases.DATA_KEY},
+               "evidence": phrases.read(entry.get("evidence", ""), entry)}
+              for entry in data.get("recommendations") or []]
+    return {**data, "recommendations": advice} if "recommendations" in data else data
 
 
 def freeze(month: date, tenant: Tenant | None = None, now: datetime | None = None, actor=None,

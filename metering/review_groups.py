@@ -22,7 +22,7 @@ from gpuportal.db import PercentileCont
 from scheduling.models import FailureCategory, JobArtifact, JobCheckpoint, TaskType
 
 from .models import JobFact
-from .reports import LEND_WHEN_IDLE_SHARE, RESOURCE_FAILURES
+from .reports import LEND_WHEN_IDLE_SHARE, resource_failure_share
 from .review_parts import (
     ReviewContext,
     chart,
@@ -239,9 +239,8 @@ def _task_conclusions(ctx, jobs, failures, failed_total, run_times, state, wait_
         "n": whole(submitted), "month": ctx.month_text, "failed": whole(jobs.get("failed") or 0),
         "share": percent_text((jobs.get("failed") or 0) / submitted)}]
     if failed_total:
-        resource = sum(failures.get(str(c), 0) for c in RESOURCE_FAILURES)
         lines.append(_("%(share)s %% of failures were resource-related (out of memory, node or GPU faults).") % {
-            "share": percent_text(resource / failed_total)})
+            "share": percent_text(resource_failure_share(failures))})
         ranked = sorted(failures.items(), key=lambda item: -item[1])
         top, count = ranked[0]
         if len(ranked) == 1 or count > ranked[1][1]:  # a tie names no "most common" reason

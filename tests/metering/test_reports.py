@@ -187,3 +187,22 @@ def test_an_unfrozen_closed_month_shows_live_figures_with_a_note_and_the_beat_ta
     assert set(freeze_last_month()) == {"vision", "nlp", "speech"}  # the platform report was frozen above
     assert freeze_last_month() == []
     assert MonthlyReport.objects.filter(superseded_at__isnull=True).count() == 4
+
+
+def test_frozen_advice_is_read_in_the_readers_language(october):
+    """The beat task freezes in the site's language; a Chinese reader of the snapshot reads Chinese advice."""
+    from django.utils import translation
+
+    snapshot = reports.freeze(october, now=at("2026-11-02T03:00"))
+    stored = {entry["gpu_model"]: entry for entry in snapshot.data["recommendations"]}
+    english = {entry["gpu_model"]: entry["evidence"] for entry in reports.report_for(october)[0]["recommendations"]}
+    assert english == {model: entry["evidence"] for model, entry in stored.items()}
+    assert english["A100"].startswith("A100: ") and stored["A100"]["phrase"]["params"]["model"] == "A100"
+    with translation.override("zh-hans"):
+        data, frozen = reports.report_for(october)
+        chinese = {entry["gpu_model"]: entry["evidence"] for entry in data["recommendations"]}
+        expected = {model: translation.gettext(entry["phrase"]["msgid"]) % entry["phrase"]["params"]
+                    for model, entry in stored.items()}
+    assert frozen == snapshot and chinese == expected
+    assert all(chinese[model] != english[model] for model in english)  # each piece of advice is translated
+    assert all("phrase" not in entry for entry in data["recommendations"])  # the report's shape is unchanged

@@ -22,6 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.ticker import FuncFormatter
 
+from .review_parts import chart_has_data, plottable
+
 #: Output size: 7 x 3.5 inches at 200 dpi = 1400 x 700 pixels, whatever the data.
 FIGURE_INCHES = (7.0, 3.5)
 DPI = 200
@@ -32,13 +34,6 @@ MAX_LABELS = 31
 #: Families tried, in order, for a Chinese chart when settings REVIEW_PACK["CJK_FONT"] is missing.
 CJK_FAMILIES = ("WenQuanYi Micro Hei", "Noto Sans CJK SC", "Source Han Sans SC", "Droid Sans Fallback")
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
-
-
-def chart_has_data(chart: dict) -> bool:
-    """Whether the chart has at least one category and one value that is not None (else: "No data")."""
-    if not chart.get("categories"):
-        return False
-    return any(_number(value) is not None for series in chart.get("series") or [] for value in series["values"])
 
 
 def cjk_font_path() -> Path | None:
@@ -119,21 +114,13 @@ def chart_png(chart: dict, language: str) -> bytes | None:
     return buffer.getvalue()
 
 
-def _number(value) -> float | None:
-    """A plottable number, or None for a gap (None, text, NaN, bool)."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return None if math.isnan(value) or math.isinf(value) else value
-
-
 def _draw_bars(axes, positions: list[int], series: list[dict]) -> None:
     """Bars side by side per category (grouped when several series); a None value leaves its slot empty."""
     count = max(len(series), 1)
     width = 0.8 / count
     for index, one in enumerate(series):
         offset = (index - (count - 1) / 2) * width
-        values = [_number(value) for value in one["values"]]
+        values = [plottable(value) for value in one["values"]]
         points = [(position + offset, y) for position, y in zip(positions, values, strict=False) if y is not None]
         axes.bar([x for x, _y in points], [y for _x, y in points], width=width * 0.95,
                  color=COLOURS[index % len(COLOURS)], label=one.get("name") or None)
@@ -142,7 +129,7 @@ def _draw_bars(axes, positions: list[int], series: list[dict]) -> None:
 def _draw_lines(axes, positions: list[int], series: list[dict]) -> None:
     """One line per series; None values are NaN, which matplotlib leaves as gaps. Markers show lone points."""
     for index, one in enumerate(series):
-        values = [_number(value) for value in one["values"]]
+        values = [plottable(value) for value in one["values"]]
         values += [None] * (len(positions) - len(values))
         ys = [math.nan if value is None else value for value in values[:len(positions)]]
         axes.plot(positions, ys, color=COLOURS[index % len(COLOURS)], linewidth=1.2, marker="o", markersize=2.5,

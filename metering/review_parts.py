@@ -63,12 +63,27 @@ def table(key: str, title: str, columns: list[str], rows: list[list]) -> dict:
 
 def chart(key: str, title: str, kind: str, x_label: str, y_label: str, categories: list[str],
           series: list[tuple[str, list]]) -> dict | None:
-    """A chart, or None when there is nothing to draw (no category or no value at all)."""
-    if not categories or not any(v for _name, values in series for v in values if v is not None):
+    """A chart, or None when there is nothing to draw (``chart_has_data``: the rule the renderers apply to a
+    document they are given). A series of zeros is drawn: "no failure on any day" is a figure."""
+    built = {"key": key, "title": title, "kind": kind, "x_label": x_label, "y_label": y_label,
+             "categories": [str(c) for c in categories],
+             "series": [{"name": str(name), "values": list(values)} for name, values in series]}
+    return built if chart_has_data(built) else None
+
+
+def chart_has_data(chart: dict) -> bool:
+    """Whether the chart has at least one category and one plottable value (else the renderers say "No data")."""
+    if not chart.get("categories"):
+        return False
+    return any(plottable(value) is not None for series in chart.get("series") or [] for value in series["values"])
+
+
+def plottable(value) -> float | None:
+    """A plottable number, or None for a gap (None, text, NaN, bool)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return {"key": key, "title": title, "kind": kind, "x_label": x_label, "y_label": y_label,
-            "categories": [str(c) for c in categories],
-            "series": [{"name": str(name), "values": list(values)} for name, values in series]}
+    value = float(value)
+    return None if math.isnan(value) or math.isinf(value) else value
 
 
 def choice_label(choices, code: str) -> str:

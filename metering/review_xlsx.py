@@ -24,7 +24,7 @@ from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils import get_column_letter
 
-from .review_charts import chart_has_data
+from .review_parts import chart_has_data
 from .review_pdf import moment_text, text_width
 
 MAX_SHEET_TITLE = 31

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from openpyxl import load_workbook
 
-from metering.review_charts import chart_has_data, chart_png
-from metering.review_parts import figure
+from metering.review_charts import chart_png
+from metering.review_parts import chart_has_data, figure
 from metering.review_pdf import moment_text, number_text, render_pdf
 from metering.review_xlsx import render_xlsx, sheet_title
 

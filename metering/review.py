@@ -26,7 +26,7 @@ from tenants.models import Tenant
 
 from . import reports, review_groups, review_oversight
 from .models import CapacityDaily, MonthlyReport
-from .review_parts import ReviewContext, change_text, hours, percent
+from .review_parts import MONTH_TOTALS, ReviewContext, change_text, figure, hours, month_open_change, percent
 
 #: The groups in the order the document shows them (the contract fixes the keys).
 GROUP_KEYS = ("resources", "tasks", "governance", "improvements")
@@ -46,6 +46,8 @@ def build_review(month: date, tenant: Tenant | None = None, language: str | None
         groups = [review_groups.resources(ctx), review_groups.tasks(ctx), review_oversight.governance(ctx),
                   review_oversight.improvements(ctx)]
         coverage = _coverage(ctx)
+        comparison = _comparison(ctx)
+        _totals_while_open([*comparison["rows"], *(f for g in groups for f in g["figures"])], coverage)
         return {
             "title": _title(ctx), "site": getattr(settings, "SITE_NAME", "") or "GPU Portal",
             "month": ctx.month_text, "tenant": tenant.name if tenant else None,
@@ -53,7 +55,7 @@ def build_review(month: date, tenant: Tenant | None = None, language: str | None
             "snapshot_id": snapshot.pk if isinstance(snapshot, MonthlyReport) else None,
             "language": translation.get_language(),
             "coverage": coverage, "summary": _summary(ctx, groups, coverage),
-            "comparison": _comparison(ctx), "groups": groups,
+            "comparison": comparison, "groups": groups,
             "appendix": [review_oversight.acceptance(ctx)] if tenant is None else [],
         }
 
@@ -127,19 +129,30 @@ def comparison_rows(report: dict, previous: dict) -> list[dict]:
     jobs, before = report.get("jobs") or {}, previous.get("jobs") or {}
     currency = report.get("currency", "")
     rows = [
-        (_("GPU-hours allocated"), report.get("gpu_hours_allocated"), previous.get("gpu_hours_allocated"),
-         _("GPU-hours"), False),
-        (_("GPU-hours used"), report.get("gpu_hours_used"), previous.get("gpu_hours_used"), _("GPU-hours"), False),
-        (_("Efficiency (used / allocated)"), percent(report.get("efficiency")), percent(previous.get("efficiency")),
-         "%", True),
-        (_("Jobs submitted"), jobs.get("submitted"), before.get("submitted"), "", False),
-        (_("Jobs failed"), jobs.get("failed"), before.get("failed"), "", False),
-        (_("95th percentile wait"), hours(report.get("wait_seconds_p95")), hours(previous.get("wait_seconds_p95")),
-         _("hours"), False),
-        (_("Cost"), report.get("cost"), previous.get("cost"), currency, False),
+        ("gpu_hours_allocated", _("GPU-hours allocated"), report.get("gpu_hours_allocated"),
+         previous.get("gpu_hours_allocated"), _("GPU-hours")),
+        ("gpu_hours_used", _("GPU-hours used"), report.get("gpu_hours_used"), previous.get("gpu_hours_used"),
+         _("GPU-hours")),
+        ("efficiency", _("Efficiency (used / allocated)"), percent(report.get("efficiency")),
+         percent(previous.get("efficiency")), "%"),
+        ("jobs_submitted", _("Jobs submitted"), jobs.get("submitted"), before.get("submitted"), ""),
+        ("jobs_failed", _("Jobs failed"), jobs.get("failed"), before.get("failed"), ""),
+        ("wait_p95", _("95th percentile wait"), hours(report.get("wait_seconds_p95")),
+         hours(previous.get("wait_seconds_p95")), _("hours")),
+        ("cost", _("Cost"), report.get("cost"), previous.get("cost"), currency),
     ]
-    return [{"label": label, "value": value, "previous": prior, "unit": unit,
-             "change": change_text(value, prior, points)} for label, value, prior, unit, points in rows]
+    return [figure(key, label, value, unit, prior) for key, label, value, prior, unit in rows]
+
+
+def _totals_while_open(figures: list[dict], coverage: dict) -> None:
+    """An open month's totals keep their previous month beside them but no percentage change (one rule for the
+    comparison and the groups' figures: ``MONTH_TOTALS``); rates, medians and percentiles still compare."""
+    open_change = month_open_change(coverage)
+    if open_change is None:
+        return
+    for row in figures:
+        if row.get("key") in MONTH_TOTALS and row.get("previous") is not None:
+            row["change"] = open_change
 
 
 def _comparison(ctx: ReviewContext) -> dict:
@@ -151,7 +164,12 @@ def _summary(ctx: ReviewContext, groups: list[dict], coverage: dict) -> list[str
     first conclusion of each group. The GPU-hours are printed as ``monthly_report`` prints them (no grouping),
     so a reader can find the one figure in the other."""
     allocated, before = ctx.report.get("gpu_hours_allocated"), ctx.previous.get("gpu_hours_allocated")
-    if before:
+    if before and month_open_change(coverage):
+        lines = [_("%(hours)s GPU-hours allocated in %(month)s so far (%(n)d of %(total)d days; %(previous)s "
+                   "GPU-hours in the whole of %(before)s).") % {
+            "hours": str(allocated), "month": ctx.month_text, "n": coverage["days_expected"],
+            "total": coverage["days_in_month"], "previous": str(before), "before": f"{ctx.previous_month:%Y-%m}"}]
+    elif before:
         lines = [_("%(hours)s GPU-hours allocated in %(month)s (%(change)s against %(previous)s GPU-hours in "
                    "%(before)s).") % {"hours": str(allocated), "month": ctx.month_text,
                                       "change": change_text(allocated, before), "previous": str(before),

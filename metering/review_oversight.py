@@ -9,6 +9,7 @@ the layers and may not import it, and the audit log is the record an auditor tru
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import date
 
 from django.db.models import Count
 from django.utils.translation import gettext as _
@@ -16,7 +17,7 @@ from django.utils.translation import ngettext, pgettext
 
 from audit.log import verify
 from audit.models import AuditAction, AuditRecord
-from gpuportal.dates import day_start
+from gpuportal.dates import day_start, next_month
 from tenants.models import Membership, PlatformRole, Role, Tenant
 
 from . import capacity_plan
@@ -36,8 +37,9 @@ MAX_CHANGES_LISTED = 200
 # --- governance ------------------------------------------------------------------------------------------
 
 
-def _audit_counts(ctx: ReviewContext) -> dict[str, int]:
-    start, end = ctx.window
+def _audit_counts(ctx: ReviewContext, start: date | None = None) -> dict[str, int]:
+    """Audit records by action in ``ctx``'s month, or in the month starting ``start`` (the previous one)."""
+    start, end = ctx.window if start is None else (start, next_month(start))
     records = AuditRecord.objects.filter(at__gte=day_start(start), at__lt=day_start(end))
     if ctx.tenant is not None:
         records = records.filter(tenant=ctx.tenant)
@@ -83,8 +85,9 @@ def _role_tables(ctx: ReviewContext, people: dict, platform: dict, names: list[s
 def governance(ctx: ReviewContext) -> dict:
     """Permissions, approvals, audit, cost attribution, responsibilities: are the rules really used?"""
     report = ctx.report
-    counts = _audit_counts(ctx)
+    counts, counted_before = _audit_counts(ctx), _audit_counts(ctx, ctx.previous_month)
     approvals = [counts.get(str(a), 0) for a in APPROVAL_ACTIONS]
+    before = [counted_before.get(str(a), 0) for a in APPROVAL_ACTIONS]
     people, platform, names = _people(ctx)
     audit_table = table("audit", _("Audit records of the month by action"), [_("Action"), _("Records")], [
         [choice_label(AuditAction, action), n] for action, n in counts.items()])
@@ -94,10 +97,10 @@ def governance(ctx: ReviewContext) -> dict:
         _("Tenant") if ctx.platform else _("Project"), _("GPU-hours allocated"), _("Cost"), _("Share of cost (%)")], [
         [r["name"], r["gpu_hours_allocated"], r["cost"], share(r["cost"], total_cost)] for r in cost_rows])
     figures = [
-        figure("approved", _("Requests approved"), approvals[0], ""),
-        figure("denied", _("Requests denied"), approvals[1], ""),
-        figure("expired", _("Requests expired"), approvals[2], ""),
-        figure("audit_records", _("Audit records"), sum(counts.values()), ""),
+        figure("approved", _("Requests approved"), approvals[0], "", before[0]),
+        figure("denied", _("Requests denied"), approvals[1], "", before[1]),
+        figure("expired", _("Requests expired"), approvals[2], "", before[2]),
+        figure("audit_records", _("Audit records"), sum(counts.values()), "", sum(counted_before.values())),
         figure("cost", _("Cost"), report.get("cost"), currency, ctx.previous.get("cost")),
     ]
     lines = _approval_lines(ctx, approvals) + _chain_lines(ctx)
@@ -122,7 +125,9 @@ def _approval_lines(ctx: ReviewContext, approvals: list[int]) -> list[str]:
     approved, denied, expired = approvals
     if not any(approvals):
         return [_("No request needed approval in %(month)s.") % {"month": ctx.month_text}]
-    return [_("%(a)s requests approved, %(d)s denied and %(e)s expired in %(month)s (from the audit log).") % {
+    return [ngettext("%(a)s request approved, %(d)s denied and %(e)s expired in %(month)s (from the audit log).",
+                     "%(a)s requests approved, %(d)s denied and %(e)s expired in %(month)s (from the audit log).",
+                     approved) % {
         "a": whole(approved), "d": whole(denied), "e": whole(expired), "month": ctx.month_text}]
 
 
@@ -179,11 +184,12 @@ def improvements(ctx: ReviewContext) -> dict:
         tables += _plan_tables(plan)
         charts.append(_plan_chart(plan))
     tables.append(change_table)
-    moved = sum(1 for a in actions if a.get("moved"))
+    judged = [a for a in actions if a.get("moved") is not None]
     figures = [
         figure("recommendations", _("Recommendations"), len(advice), ""),
         figure("actions", _("Improvement actions followed"), len(actions), ""),
-        figure("actions_moved", _("Actions whose metric moved as expected"), moved, ""),
+        figure("actions_moved", _("Actions whose metric moved as expected"),
+               sum(1 for a in judged if a["moved"]) if judged or not actions else None, ""),
         figure("changes", _("Changes to templates, rules and quotas"), change_count, ""),
     ]
     if plan is not None:
@@ -196,11 +202,17 @@ def improvements(ctx: ReviewContext) -> dict:
 
 def _improvement_conclusions(ctx, advice, actions, models, change_count: int) -> list[str]:
     lines = []
-    if actions:
-        moved = sum(1 for a in actions if a.get("moved"))
+    judged = [a for a in actions if a.get("moved") is not None]  # no verdict on an open or baseline month
+    if judged:
         lines.append(ngettext("%(moved)d of %(n)d action moved its metric as expected.",
-                              "%(moved)d of %(n)d actions moved their metric as expected.", len(actions)) % {
-            "moved": moved, "n": len(actions)})
+                              "%(moved)d of %(n)d actions moved their metric as expected.", len(judged)) % {
+            "moved": sum(1 for a in judged if a["moved"]), "n": len(judged)})
+    if len(judged) < len(actions):
+        waiting = len(actions) - len(judged)
+        lines.append(ngettext("%(n)d action is followed without a verdict yet (its table row says why).",
+                              "%(n)d actions are followed without a verdict yet (their table rows say why).",
+                              waiting) % {"n": waiting})
+    if actions:
         overdue = sum(1 for a in actions if a.get("overdue"))
         if overdue:
             lines.append(ngettext("%(n)d action is overdue.", "%(n)d actions are overdue.", overdue) % {"n": overdue})

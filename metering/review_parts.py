@@ -49,6 +49,20 @@ def group(key: str, title: str, question: str, conclusions, figures, tables, cha
             "charts": [c for c in charts if c is not None]}
 
 
+#: Figures that add up over the month. While the month is open they cover part of it, and a change against the
+#: whole previous month would read as a fall in everything: ``month_open_change`` says how much there is instead.
+MONTH_TOTALS = frozenset({"gpu_hours_allocated", "gpu_hours_used", "jobs_submitted", "jobs_failed", "jobs_preempted",
+                          "retries", "cost", "approved", "denied", "expired", "audit_records", "changes"})
+
+
+def month_open_change(coverage: dict) -> str | None:
+    """The change a month total shows while its month is open ("month open: 10 of 31 days"); None once closed."""
+    if coverage["days_expected"] >= coverage["days_in_month"]:
+        return None
+    return _("month open: %(n)d of %(total)d days") % {"n": coverage["days_expected"],
+                                                        "total": coverage["days_in_month"]}
+
+
 def figure(key: str, label: str, value, unit: str = "", previous=None) -> dict:
     """A figure with its change from the previous month, worked out here once (``change_text``) for every
     renderer: percentages move in points, other figures in per cent."""
@@ -146,4 +160,9 @@ def change_text(value, previous, points: bool = False) -> str:
     if not previous:
         return _("new")
     relative = difference / abs(float(previous)) * 100
-    return f"{'+' if relative > 0 else '−'}{abs(relative):.1f} %"
+    size = f"{abs(relative):.1f}"
+    if size == "100.0" and abs(relative) < 100:  # all but gone is not gone: "−99.95 %", never "−100.0 %"
+        size = f"{math.floor(abs(relative) * 100) / 100:.2f}"
+    elif size == "0.0":  # a change, however small, is not "0.0 %"
+        size = f"{math.ceil(abs(relative) * 100) / 100:.2f}"
+    return f"{'+' if relative > 0 else '−'}{size} %"

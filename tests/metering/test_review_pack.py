@@ -185,6 +185,30 @@ def test_comparison_with_the_previous_month(two_months):
     assert "+295.0 % against 40.0 GPU-hours" in review["summary"][0]
 
 
+def test_an_open_month_compares_its_totals_by_days_not_by_a_fall(two_months):
+    """Ten days into a month, its totals are not "−70 %" against the whole month before: they say how much of the
+    month there is; rates and percentiles still compare; the action due this month gets no verdict yet."""
+    month, previous = two_months["month"], two_months["previous"]
+    days = (next_month(month) - month).days
+    review = build_review(month, now=_day(month, 10, 12))
+    assert (review["coverage"]["days_expected"], review["coverage"]["days_in_month"]) == (10, days)
+    open_change = f"month open: 10 of {days} days"
+    rows = {row["key"]: row for row in review["comparison"]["rows"]}
+    assert {key for key, row in rows.items() if row["change"] == open_change} == {
+        "gpu_hours_allocated", "gpu_hours_used", "jobs_submitted", "jobs_failed", "cost"}
+    assert rows["gpu_hours_allocated"]["previous"] == 40.0  # the previous month stays beside it
+    assert rows["efficiency"]["change"].endswith(" pts") and rows["wait_p95"]["change"] != open_change
+    tasks = {f["key"]: f for f in _group(review, "tasks")["figures"]}
+    assert tasks["retries"]["change"] == open_change and tasks["wait_median"]["change"] != open_change
+    assert f"so far (10 of {days} days; 40.0 GPU-hours in the whole of {previous:%Y-%m})" in review["summary"][0]
+    improvements = _group(review, "improvements")
+    assert "1 action is followed without a verdict yet (its table row says why)." in improvements["conclusions"]
+    assert not any("moved its metric" in line for line in improvements["conclusions"])
+    assert {f["key"]: f["value"] for f in improvements["figures"]}["actions_moved"] is None
+    closed = build_review(month)  # once closed, the same figures compare in per cent
+    assert {row["key"]: row for row in closed["comparison"]["rows"]}["gpu_hours_allocated"]["change"] == "+295.0 %"
+
+
 def test_coverage_is_complete_only_when_every_day_has_data(two_months):
     month = two_months["month"]
     review = build_review(month)

@@ -326,6 +326,10 @@ def test_number_and_change_texts():
     assert figure("f", "Efficiency", 84.0, "%", 84.4)["change"] == "−0.4 pts"
     assert figure("f", "Jobs", 5, "", 0)["change"] == "new"
     assert figure("f", "Jobs", None, "", 100)["change"] == "—"
+    # nearly all gone is not all gone; a tiny change is not none
+    assert figure("f", "GPU-hours", 10.91, "GPU-hours", 22853.95)["change"] == "−99.95 %"
+    assert figure("f", "GPU-hours", 100001, "GPU-hours", 100000)["change"] == "+0.01 %"
+    assert figure("f", "GPU-hours", 0, "GPU-hours", 50)["change"] == "−100.0 %"
     assert moment_text("2026-11-01T08:30:00+08:00") == "2026-11-01 08:30 UTC+08:00"
 
 

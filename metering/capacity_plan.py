@@ -31,7 +31,7 @@ from gpuportal.dates import local_day, month_start, next_month
 from gpuportal.db import PercentileCont
 
 from . import reports
-from .models import CapacityDaily
+from .models import CapacityAction, CapacityDaily
 from .review_parts import whole
 
 #: The share of days whose peak demand the plan covers.
@@ -184,6 +184,33 @@ def _model_plan(model: str, rows: list[dict], future: list[date], step: int) -> 
              "forecast": forecast, "error": error, "add_gpus": add, "add_by": over["month"] if over else None}
     entry["why"] = _why(entry, over, peak)
     return entry
+
+
+def with_advice(plan: dict, advice: list[dict]) -> dict:
+    """``plan`` with a ``beside_advice`` sentence for each model whose month's advice says "add" another number.
+
+    The two answer different questions and both are shown: the advice sizes for the month that was (a share
+    of its days over capacity, ``reports.ADD_COVERS_EXCESS_SHARE``), the plan for the months to come (the
+    highest forecast peak of its horizon). Without the sentence a reader sees two "add N" and must guess."""
+    adds = {a.get("gpu_model"): (a.get("figures") or {}).get("add_gpus") for a in advice
+            if a.get("action") == CapacityAction.ADD}
+    for entry in plan.get("models") or []:
+        advised = adds.get(entry["gpu_model"])
+        if not advised or advised == entry["add_gpus"]:
+            continue
+        figures = {"model": entry["gpu_model"], "advice": whole(advised), "month": plan["month"],
+                   "share": round(reports.ADD_COVERS_EXCESS_SHARE * 100), "plan": whole(entry["add_gpus"]),
+                   "months": len(entry["forecast"])}
+        if entry["add_gpus"]:
+            entry["beside_advice"] = _(
+                "%(model)s: %(month)s's advice (add %(advice)s) covers %(share)d %% of that month's days over "
+                "capacity; this plan (add %(plan)s) covers the highest forecast peak of the next %(months)d "
+                "months.") % figures
+        else:
+            entry["beside_advice"] = _(
+                "%(model)s: %(month)s's advice (add %(advice)s) covers %(share)d %% of that month's days over "
+                "capacity; the forecast of the next %(months)d months stays within the installed GPUs.") % figures
+    return plan
 
 
 def _method_text(method: str, months: int) -> str:

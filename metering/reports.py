@@ -43,6 +43,8 @@ ADD_WHEN_ALLOCATION_RATE = 0.8
 #: Below this allocated share, peaks above capacity call for spreading them out, not for buying.
 SPREAD_BELOW_ALLOCATION_RATE = 0.5
 LEND_WHEN_IDLE_SHARE = 0.5
+#: "Add N" in the advice covers this share of the month's daily excesses over capacity.
+ADD_COVERS_EXCESS_SHARE = 0.75
 #: GPUs per node assumed for a model the fleet catalogue does not know (the "add N" rounding step).
 DEFAULT_GPUS_PER_NODE = 8
 
@@ -277,7 +279,7 @@ def recommendations(models: list[dict], waits: list[dict], submitted) -> list[di
                 "peaks (reservations, backfill) before buying"), {
                 "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "idle": idle_share * 100})
         elif over_often or long_waits:
-            add = whole_nodes(percentile(entry["excess"], 0.75) or 1, entry["gpus_per_node"])
+            add = whole_nodes(percentile(entry["excess"], ADD_COVERS_EXCESS_SHARE) or 1, entry["gpus_per_node"])
             action = CapacityAction.ADD
             evidence = Phrase(gettext_noop(
                 "%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, %(res).0f %% "

@@ -162,7 +162,7 @@ def improvements(ctx: ReviewContext) -> dict:
     templates, rules and quotas: is the next expansion backed by data?"""
     advice = ctx.report.get("recommendations") or []
     actions = actions_for_review(ctx.month, ctx.tenant, report=ctx.report, now=ctx.now)
-    plan = capacity_plan.plan(ctx.month, now=ctx.now) if ctx.platform else None
+    plan = capacity_plan.with_advice(capacity_plan.plan(ctx.month, now=ctx.now), advice) if ctx.platform else None
     changes, change_count = _changes(ctx)
     recommendations = table("recommendations", _("Recommendations of the month"), [
         _("GPU model"), _("Advice"), _("Evidence")], [
@@ -223,6 +223,8 @@ def _improvement_conclusions(ctx, advice, actions, models, change_count: int) ->
             lines.append(_("Add %(n)s %(model)s GPUs by %(when)s: %(why)s") % {
                 "n": whole(entry["add_gpus"]), "model": entry["gpu_model"], "when": entry.get("add_by") or "—",
                 "why": entry.get("why", "")})
+        if entry.get("beside_advice"):
+            lines.append(entry["beside_advice"])
     for r in advice:
         if r.get("action") in (CapacityAction.ADD, CapacityAction.SPREAD, CapacityAction.LEND_OR_MOVE):
             lines.append(r.get("evidence", ""))

@@ -42,7 +42,8 @@ def render_report_page(request, month, tenant, data, snapshot=None):
         # A closed month can be frozen (or frozen anew) by a platform admin; reading it never freezes it.
         "can_regenerate": bool(data.get("closed")) and access.for_user(request.user).platform_admin,
         "unfrozen": snapshot is None and bool(data.get("closed")),
-        "capacity_plan": capacity_plan.plan(month) if tenant is None else None,
+        "capacity_plan": capacity_plan.with_advice(capacity_plan.plan(month), data.get("recommendations") or [])
+        if tenant is None else None,
         "history": services.snapshot_history(month, tenant) if snapshot else []})
 
 

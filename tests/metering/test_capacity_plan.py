@@ -200,3 +200,22 @@ def test_sentence_figures_and_the_default_node_size_come_from_one_place(world, m
     assert b200["gpus_per_node"] == 4 and b200["add_gpus"] == 8  # 5 over: two nodes of 4
     capacity = reports._capacity(OCTOBER, date(2026, 11, 1), NOW)
     assert {m["gpu_model"]: m["gpus_per_node"] for m in capacity["models"]}["B200"] == 4
+
+
+def test_a_different_add_in_the_months_advice_is_told_apart_from_the_plans(rising):
+    """Two "add N" in one document: the sentence says which covers what (the advice the month that was, the
+    plan the months to come); an equal number or advice that adds nothing gets no sentence."""
+    plan = capacity_plan.plan(OCTOBER, now=NOW)
+    advice = [{"gpu_model": "H100", "action": "add", "figures": {"add_gpus": 16}},
+              {"gpu_model": "A100", "action": "add", "figures": {"add_gpus": 8}}]
+    models = by_model(capacity_plan.with_advice(plan, advice))
+    assert models["H100"]["beside_advice"] == (
+        "H100: 2026-10's advice (add 16) covers 75 % of that month's days over capacity; this plan (add 24) covers "
+        "the highest forecast peak of the next 3 months.")
+    assert models["A100"]["beside_advice"] == (
+        "A100: 2026-10's advice (add 8) covers 75 % of that month's days over capacity; the forecast of the next 3 "
+        "months stays within the installed GPUs.")
+    again = by_model(capacity_plan.with_advice(capacity_plan.plan(OCTOBER, now=NOW), [
+        {"gpu_model": "H100", "action": "add", "figures": {"add_gpus": 24}},
+        {"gpu_model": "A100", "action": "keep", "figures": {}}]))
+    assert "beside_advice" not in again["H100"] and "beside_advice" not in again["A100"]

@@ -79,6 +79,7 @@ from .models import (
     UsageDaily,
     UsageMonthly,
 )
+from .reports import advice_text
 
 #: At most this many links per kind of evidence (the newest).
 EVIDENCE_LINKS = 5
@@ -482,7 +483,7 @@ def _operations(now: datetime) -> tuple[list[dict], str, str]:
         url = reverse("metering:platform-report", kwargs={"month": month})
         evidence.append(_item(figures, url))
         if report is reports[0]:
-            evidence += [_item(str(advice.get("evidence", "")), url)
+            evidence += [_item(advice_text(advice), url)
                          for advice in (report["recommendations"] or [])[:EVIDENCE_LINKS]]
     closed = month_start(today) - timedelta(days=1)
     if not reports and days and days[0] <= closed:
@@ -518,7 +519,7 @@ def _operations(now: datetime) -> tuple[list[dict], str, str]:
     if latest:
         present += _("the latest frozen report (%(month)s) concludes: %(advice)s") % {
             "month": f"{latest['month']:%Y-%m}",
-            "advice": "; ".join(str(a.get("evidence", "")) for a in latest["recommendations"] or [])
+            "advice": "; ".join(advice_text(a) for a in latest["recommendations"] or [])
             or _("no capacity advice")}
     missing = _("No usage or capacity data and no frozen report yet: the operations review has nothing to read.")
     return (evidence, *_verdict(reasons, bool(days or reports), missing, present))

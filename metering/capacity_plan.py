@@ -148,17 +148,26 @@ def plan(month: date, months_back: int = 6, horizon: int = 3, now: datetime | No
     """The capacity plan for the report ``month`` (see the module's docstring for the method).
 
     Uses the ``months_back`` months up to and including ``month`` that have data (never days after today)
-    and forecasts the ``horizon`` months after it. ``text`` says when there is no history at all."""
-    month = month_start(month)
+    and forecasts the ``horizon`` months after it. A month still open is not history yet (a few days would
+    read as a collapse of demand): the plan then stops at the month before and forecasts the open one, and
+    ``note`` says so. ``text`` says when there is no history at all."""
+    now = now or timezone.now()
+    asked = month = month_start(month)
+    note = ""
+    if not reports.is_closed(month, now):
+        month = _add_months(month, -1)
+        note = _("%(month)s is still open: the plan uses the closed months up to %(last)s and forecasts "
+                 "%(month)s.") % {"month": _label(asked), "last": _label(month)}
     months_back, horizon = max(1, int(months_back)), max(1, int(horizon))
     first = _add_months(month, -(months_back - 1))
-    per_model = _monthly_rows(first, next_month(month), local_day(now or timezone.now()))
+    per_model = _monthly_rows(first, next_month(month), local_day(now))
     months = sorted({row["month"] for rows in per_model.values() for row in rows})
     future = [_add_months(month, i) for i in range(1, horizon + 1)]
     node_sizes = _gpus_per_node() if per_model else {}
     models = [_model_plan(model, rows, future, node_sizes.get(model, reports.DEFAULT_GPUS_PER_NODE))
               for model, rows in sorted(per_model.items())]
-    return {"month": _label(month), "months": [_label(m) for m in months], "models": models,
+    return {"month": _label(month), "report_month": _label(asked), "note": note,
+            "months": [_label(m) for m in months], "models": models,
             "text": "" if models else _("No capacity history yet: nothing to forecast.")}
 
 
@@ -198,7 +207,7 @@ def with_advice(plan: dict, advice: list[dict]) -> dict:
         advised = adds.get(entry["gpu_model"])
         if not advised or advised == entry["add_gpus"]:
             continue
-        figures = {"model": entry["gpu_model"], "advice": whole(advised), "month": plan["month"],
+        figures = {"model": entry["gpu_model"], "advice": whole(advised), "month": plan["report_month"],
                    "share": round(reports.ADD_COVERS_EXCESS_SHARE * 100), "plan": whole(entry["add_gpus"]),
                    "months": len(entry["forecast"])}
         if entry["add_gpus"]:

@@ -267,14 +267,16 @@ def actions_for_review(month: date, tenant: Tenant | None = None, *, report: dic
     """The actions the review pack of ``month`` follows up, with the metric's value in that month.
 
     Those made from an earlier month's report that were still open when ``month`` began (planned or in
-    progress, or done/dropped with their last change in or after ``month``), plus those due in ``month``.
+    progress, or done/dropped with their last change in or after ``month``), those due in ``month``, and those
+    made from ``month``'s own report: what changes next month is part of the month's review.
     ``report`` is ``month``'s report when the caller has it already (else ``reports.report_for``). ``moved``
     is None, with ``moved_text`` saying why, while ``month`` is still open (as of ``now``) and for an action
     made from ``month``'s own report: see ``follow_up``."""
     month = month_start(month)
     still_open = Q(status__in=[ImprovementStatus.PLANNED, ImprovementStatus.IN_PROGRESS]) | Q(
         last_updated__gte=day_start(month))
-    actions = list(_scoped(tenant).filter((Q(month__lt=month) & still_open) | Q(due_month=month)))
+    actions = list(_scoped(tenant).filter((Q(month__lt=month) & still_open) | Q(due_month=month) | Q(month=month))
+                   .order_by("month", "due_month", "pk"))
     if not actions:
         return []
     now = now or timezone.now()

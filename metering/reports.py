@@ -332,10 +332,14 @@ def in_reader_language(data: dict) -> dict:
     """``data`` with its advice in the reader's language. The advice is stored as English with its phrase
     (``recommendations``); a snapshot frozen by the beat task, in the site's language, is read in any other.
     The phrase itself is not shown: the report's shape stays what the API documents."""
-    advice = [{**{k: v for k, v in entry.items() if k != phrases.DATA_KEY},
-               "evidence": phrases.read(entry.get("evidence", ""), entry)}
+    advice = [{**{k: v for k, v in entry.items() if k != phrases.DATA_KEY}, "evidence": advice_text(entry)}
               for entry in data.get("recommendations") or []]
     return {**data, "recommendations": advice} if "recommendations" in data else data
+
+
+def advice_text(entry: dict) -> str:
+    """One piece of stored advice (``recommendations``) in the reader's language."""
+    return phrases.read(str(entry.get("evidence", "")), entry)
 
 
 def freeze(month: date, tenant: Tenant | None = None, now: datetime | None = None, actor=None,

@@ -13,15 +13,13 @@ The groups live in ``review_groups``; this module holds the document's frame: co
 
 from __future__ import annotations
 
-import calendar
 from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
 
-from gpuportal.dates import local_day, month_start
+from gpuportal.dates import month_start
 from tenants.models import Tenant
 
 from . import reports, review_groups, review_oversight
@@ -42,6 +40,8 @@ def build_review(month: date, tenant: Tenant | None = None, language: str | None
         report, snapshot = reports.report_for(month, tenant, now)
         previous_month = month_start(month - timedelta(days=1))
         previous, _previous_snapshot = reports.report_for(previous_month, tenant, now)
+        if not CapacityDaily.objects.filter(day__gte=previous_month, day__lt=month).exists():
+            previous = {}  # no data at all: "—" beside each figure, not zeros that make every figure "new"
         ctx = ReviewContext(month, tenant, now, report, previous, previous_month)
         groups = [review_groups.resources(ctx), review_groups.tasks(ctx), review_oversight.governance(ctx),
                   review_oversight.improvements(ctx)]
@@ -75,25 +75,22 @@ def _coverage(ctx: ReviewContext) -> dict:
 
     A day counts when the rollup wrote its capacity rows, for a tenant's pack too: a day the tenant ran
     nothing is a day without usage, not a day without data (and capacity rows say nothing about tenants)."""
-    start, end = ctx.window
-    last = min(end - timedelta(days=1), local_day(ctx.now))
-    expected = max((last - start).days + 1, 0)
+    start = ctx.month
+    expected, in_month = ctx.days_elapsed, ctx.days_in_month
+    last = start + timedelta(days=expected - 1)
     rows = CapacityDaily.objects.filter(day__gte=start, day__lte=last)
     days = sorted(set(rows.values_list("day", flat=True).distinct()))
-    in_month = calendar.monthrange(start.year, start.month)[1]
     complete = expected > 0 and len(days) >= expected
     if not expected:
         text = _("%(month)s has not started yet: there is no data to review.") % {"month": ctx.month_text}
     elif not days:
         text = _("No data for %(month)s: none of its %(n)d days was rolled up.") % {
             "month": ctx.month_text, "n": expected}
+    elif complete and expected < in_month:
+        text = _("The data covers every day of %(month)s so far; the month is still open (%(n)d of %(total)d "
+                 "days).") % {"n": expected, "total": in_month, "month": ctx.month_text}
     elif complete:
-        text = ngettext("The data covers the %(n)d day of %(month)s.",
-                        "The data covers all %(n)d days of %(month)s.", expected) % {
-            "n": expected, "month": ctx.month_text}
-        if expected < in_month:
-            text += " " + _("The month is still open (%(n)d of %(total)d days so far).") % {
-                "n": expected, "total": in_month}
+        text = _("The data covers all %(n)d days of %(month)s.") % {"n": expected, "month": ctx.month_text}
     else:
         missing = _ranges(sorted(set(_days(start, last)) - set(days)))
         text = _("The data covers %(n)d of %(total)d days of %(month)s (first day with data %(first)s, last "

@@ -10,6 +10,7 @@ check each conclusion against its table.
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import date
 
 from django.db.models import Count, DurationField, Exists, ExpressionWrapper, F, OuterRef, Q, Sum
 from django.utils.translation import gettext as _
@@ -17,7 +18,7 @@ from django.utils.translation import ngettext, pgettext
 
 from fleet.catalogue import gpu_model_catalogue
 from fleet.models import Vendor
-from gpuportal.dates import day_start
+from gpuportal.dates import day_start, next_month
 from gpuportal.db import PercentileCont
 from scheduling.models import FailureCategory, JobArtifact, JobCheckpoint, TaskType
 
@@ -98,9 +99,12 @@ def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
     lines = [_("%(hours)s GPU-hours allocated and %(used)s used in %(month)s (efficiency %(eff)s).") % {
         "hours": str(report.get("gpu_hours_allocated")), "used": whole(report.get("gpu_hours_used")),
         "month": ctx.month_text, "eff": "—" if efficiency is None else f"{percent_text(efficiency)} %"}]
-    over = [m for m in models if m["days_over_capacity"]]
-    idle = [m for m in models if m.get("allocation_rate") is not None
-            and 1 - m["allocation_rate"] >= LEND_WHEN_IDLE_SHARE]  # idle as the advice calls it
+    # Most days over capacity first, most idle first: the summary quotes the first line, the worst case.
+    over = sorted((m for m in models if m["days_over_capacity"]), key=lambda m: (-m["days_over_capacity"],
+                                                                               -m["peak_demand_gpus"]))
+    idle = sorted((m for m in models if m.get("allocation_rate") is not None
+                   and 1 - m["allocation_rate"] >= LEND_WHEN_IDLE_SHARE),  # idle as the advice calls it
+                  key=lambda m: m["allocation_rate"])
     lines += [_("%(model)s demand exceeded capacity on %(over)d of %(days)d days (peak %(peak)s of %(cap)s GPUs).")
               % {"model": m["gpu_model"], "over": m["days_over_capacity"], "days": m["days"],
                  "peak": whole(m["peak_demand_gpus"]), "cap": whole(m["capacity_gpus"])} for m in over]
@@ -109,8 +113,11 @@ def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
     nodes = sum(m.nodes for m in catalogue.values())
     fleet_nodes = ngettext("%(n)d node", "%(n)d nodes", nodes) % {"n": nodes}
     fleet_models = ngettext("%(n)d model", "%(n)d models", len(catalogue)) % {"n": len(catalogue)}
-    lines.append(_("The fleet has %(nodes)s with %(gpus)d GPUs of %(models)s.") % {
-        "nodes": fleet_nodes, "gpus": sum(m.total_gpus for m in catalogue.values()), "models": fleet_models})
+    fleet = {"nodes": fleet_nodes, "gpus": sum(m.total_gpus for m in catalogue.values()), "models": fleet_models}
+    if ctx.platform:
+        lines.append(_("The fleet has %(nodes)s with %(gpus)d GPUs of %(models)s.") % fleet)
+    else:  # the fleet is shared: a tenant's pack says whose it is
+        lines.append(_("The platform's shared fleet has %(nodes)s with %(gpus)d GPUs of %(models)s.") % fleet)
     for q in quota_rows:
         used = q.get("share_of_guarantee")
         if used is not None and used > 1:
@@ -145,9 +152,10 @@ def _capacity_chart(ctx: ReviewContext, models: list[dict]) -> dict | None:
 # --- tasks -----------------------------------------------------------------------------------------------
 
 
-def _run_times(ctx: ReviewContext) -> tuple[float | None, float | None]:
-    """Median and p95 run time (first admission to the end, in hours) of the jobs that finished in the month."""
-    start, end = ctx.window
+def _run_times(ctx: ReviewContext, month: date | None = None) -> tuple[float | None, float | None]:
+    """Median and p95 run time (first admission to the end, in hours) of the jobs that finished in ``ctx``'s
+    month, or in ``month`` (the previous one, for the comparison)."""
+    start, end = ctx.window if month is None else (month, next_month(month))
     jobs = JobFact.objects.filter(finished_at__gte=day_start(start), finished_at__lt=day_start(end),
                                   first_admitted_at__isnull=False)
     if ctx.tenant is not None:
@@ -187,6 +195,7 @@ def tasks(ctx: ReviewContext) -> dict:
     failures = report.get("failures_by_category") or {}
     failed_total = sum(failures.values())
     run_median, run_p95 = _run_times(ctx)
+    run_median_before, run_p95_before = _run_times(ctx, ctx.previous_month) if previous else (None, None)
     state = _checkpoints(ctx)
     outcomes = table("outcomes", _("Submissions and outcomes"), [_("Outcome"), _("Jobs")], [
         [pgettext("job outcome", "submitted"), jobs.get("submitted", 0)], [_("succeeded"), jobs.get("succeeded", 0)],
@@ -212,8 +221,8 @@ def tasks(ctx: ReviewContext) -> dict:
         figure("jobs_preempted", _("Jobs preempted at least once"), jobs.get("preempted"), "",
                before.get("preempted")),
         figure("retries", _("Retries"), jobs.get("retries"), "", before.get("retries")),
-        figure("run_median", _("Median run time"), run_median, _("hours")),
-        figure("run_p95", _("95th percentile run time"), run_p95, _("hours")),
+        figure("run_median", _("Median run time"), run_median, _("hours"), run_median_before),
+        figure("run_p95", _("95th percentile run time"), run_p95, _("hours"), run_p95_before),
         figure("wait_median", _("Median wait"), hours(report.get("wait_seconds_median")), _("hours"),
                hours(previous.get("wait_seconds_median"))),
         figure("wait_p95", _("95th percentile wait"), hours(report.get("wait_seconds_p95")), _("hours"),

@@ -12,6 +12,7 @@ from collections import defaultdict
 from datetime import date
 
 from django.db.models import Count
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext, pgettext
 
@@ -112,6 +113,9 @@ def governance(ctx: ReviewContext) -> dict:
     orphans = [name for name in names if not people.get((name, Role.TENANT_ADMIN.value))]
     if orphans:
         lines.append(_("No tenant admin for: %(tenants)s.") % {"tenants": ", ".join(orphans)})
+    elif ctx.tenant is not None:  # a tenant's pack speaks of that tenant only
+        lines.append(_("%(tenant)s's tenant admins: %(people)s.") % {
+            "tenant": ctx.tenant.name, "people": ", ".join(people[(ctx.tenant.name, Role.TENANT_ADMIN.value)])})
     elif names:
         lines.append(_("Every tenant has a tenant admin."))
     charts = [chart("cost", _("Cost per tenant") if ctx.platform else _("Cost per project"), "bar",
@@ -197,18 +201,24 @@ def improvements(ctx: ReviewContext) -> dict:
                               sum(m.get("add_gpus") or 0 for m in models), ""))
     return group("improvements", _("Improvements"), _("What changes next month, and is the next expansion backed "
                                                       "by data?"),
-                 _improvement_conclusions(ctx, advice, actions, models, change_count), figures, tables, charts)
+                 _improvement_conclusions(ctx, advice, actions, plan, change_count), figures, tables, charts)
 
 
-def _improvement_conclusions(ctx, advice, actions, models, change_count: int) -> list[str]:
+def _improvement_conclusions(ctx, advice, actions, plan: dict | None, change_count: int) -> list[str]:
+    models = (plan or {}).get("models") or []
     lines = []
+    planned = [a for a in actions if a["month_from"] == ctx.month_text]
+    if planned:
+        lines.append(ngettext("%(n)d action was planned from %(month)s's recommendations.",
+                              "%(n)d actions were planned from %(month)s's recommendations.", len(planned)) % {
+            "n": len(planned), "month": ctx.month_text})
     judged = [a for a in actions if a.get("moved") is not None]  # no verdict on an open or baseline month
     if judged:
         lines.append(ngettext("%(moved)d of %(n)d action moved its metric as expected.",
                               "%(moved)d of %(n)d actions moved their metric as expected.", len(judged)) % {
             "moved": sum(1 for a in judged if a["moved"]), "n": len(judged)})
-    if len(judged) < len(actions):
-        waiting = len(actions) - len(judged)
+    waiting = len(actions) - len(judged) - len(planned)  # a planned action starts from this month: no verdict due
+    if waiting:
         lines.append(ngettext("%(n)d action is followed without a verdict yet (its table row says why).",
                               "%(n)d actions are followed without a verdict yet (their table rows say why).",
                               waiting) % {"n": waiting})
@@ -217,7 +227,9 @@ def _improvement_conclusions(ctx, advice, actions, models, change_count: int) ->
         if overdue:
             lines.append(ngettext("%(n)d action is overdue.", "%(n)d actions are overdue.", overdue) % {"n": overdue})
     else:
-        lines.append(_("No action was planned from last month's recommendations."))
+        lines.append(_("No improvement action follows this month's or earlier months' recommendations."))
+    if plan and plan.get("note"):
+        lines.append(plan["note"])
     for entry in models:
         if entry.get("add_gpus"):
             lines.append(_("Add %(n)s %(model)s GPUs by %(when)s: %(why)s") % {
@@ -225,9 +237,12 @@ def _improvement_conclusions(ctx, advice, actions, models, change_count: int) ->
                 "why": entry.get("why", "")})
         if entry.get("beside_advice"):
             lines.append(entry["beside_advice"])
-    for r in advice:
-        if r.get("action") in (CapacityAction.ADD, CapacityAction.SPREAD, CapacityAction.LEND_OR_MOVE):
-            lines.append(r.get("evidence", ""))
+    if ctx.is_open and advice:  # hours of a new month are no ground for buying or lending: said, not concluded
+        lines.append(_("The advice of %(month)s so far rests on %(n)d of %(total)d days; it holds once the month "
+                       "closes.") % {"month": ctx.month_text, "n": ctx.days_elapsed, "total": ctx.days_in_month})
+    else:
+        lines += [r.get("evidence", "") for r in advice
+                  if r.get("action") in (CapacityAction.ADD, CapacityAction.SPREAD, CapacityAction.LEND_OR_MOVE)]
     lines.append(ngettext("%(n)d change to templates, rules and quotas was made in %(month)s.",
                           "%(n)d changes to templates, rules and quotas were made in %(month)s.", change_count) % {
         "n": change_count, "month": ctx.month_text})
@@ -272,11 +287,15 @@ def _plan_chart(plan: dict) -> dict | None:
 
 
 def acceptance(ctx: ReviewContext) -> dict:
-    """The acceptance checklist as of the pack's making: one row per area with its status and evidence."""
+    """The acceptance checklist as of the pack's making: one row per area with its status and evidence. It is
+    read live, not per month (a go-live review signs the platform as it is), and says so."""
     rows = checklist(now=ctx.now)
     present = [r for r in rows if r.get("status") == "present"]
     missing = [r["area_label"] for r in rows if r.get("status") != "present"]
-    lines = [_("%(n)d of %(total)d areas have their evidence.") % {"n": len(present), "total": len(rows)}]
+    lines = [_("%(n)d of %(total)d areas have their evidence.") % {"n": len(present), "total": len(rows)},
+             _("The checklist is read live, as of %(moment)s: its evidence covers all the data so far, not only "
+               "%(month)s.") % {"moment": f"{timezone.localtime(ctx.now):%Y-%m-%d %H:%M}",
+                                "month": ctx.month_text}]
     if missing:
         lines.append(_("Missing or needing attention: %(areas)s.") % {"areas": ", ".join(map(str, missing))})
     checklist_table = table("acceptance", _("Acceptance checklist"), [

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 from django.utils.translation import gettext as _
 
-from gpuportal.dates import next_month
+from gpuportal.dates import local_day, next_month
 from gpuportal.formatting import figure_text
 from tenants.models import Tenant
 
@@ -42,6 +42,20 @@ class ReviewContext:
         """The month's first day and the next month's (half-open)."""
         return self.month, next_month(self.month)
 
+    @property
+    def days_in_month(self) -> int:
+        return (next_month(self.month) - self.month).days
+
+    @property
+    def days_elapsed(self) -> int:
+        """The month's days up to today (all of them once it is over, none before it starts)."""
+        last = min(next_month(self.month) - timedelta(days=1), local_day(self.now))
+        return max((last - self.month).days + 1, 0)
+
+    @property
+    def is_open(self) -> bool:
+        return 0 < self.days_elapsed < self.days_in_month
+
 
 def group(key: str, title: str, question: str, conclusions, figures, tables, charts) -> dict:
     return {"key": key, "title": title, "question": question, "conclusions": [c for c in conclusions if c],
@@ -57,7 +71,7 @@ MONTH_TOTALS = frozenset({"gpu_hours_allocated", "gpu_hours_used", "jobs_submitt
 
 def month_open_change(coverage: dict) -> str | None:
     """The change a month total shows while its month is open ("month open: 10 of 31 days"); None once closed."""
-    if coverage["days_expected"] >= coverage["days_in_month"]:
+    if not 0 < coverage["days_expected"] < coverage["days_in_month"]:
         return None
     return _("month open: %(n)d of %(total)d days") % {"n": coverage["days_expected"],
                                                         "total": coverage["days_in_month"]}

@@ -156,7 +156,7 @@ def test_add_is_sized_for_the_highest_month_of_the_horizon_and_due_by_the_first_
     # p95 1, 12, 23 in September-November: +11 a month -> 34, 45, 56 in December-February against 32 GPUs.
     for month, demand in zip([date(2026, 9, 1), OCTOBER, date(2026, 11, 1)], [1, 12, 23], strict=True):
         days("A100", month, [demand], capacity=32)
-    a100 = by_model(capacity_plan.plan(date(2026, 11, 1), now=NOW))["A100"]
+    a100 = by_model(capacity_plan.plan(date(2026, 11, 1), now=NOW + timedelta(days=20)))["A100"]  # closed
     assert [f["demand_gpus"] for f in a100["forecast"]] == [34, 45, 56]
     assert a100["add_by"] == "2026-12" and a100["add_gpus"] == 24  # 56 - 32 = 24: three nodes of 8
     assert ("exceeds the 32 installed in 2026-12; 56 by 2027-02 → add 24 GPUs (3 nodes) before 2026-12"
@@ -219,3 +219,17 @@ def test_a_different_add_in_the_months_advice_is_told_apart_from_the_plans(risin
         {"gpu_model": "H100", "action": "add", "figures": {"add_gpus": 24}},
         {"gpu_model": "A100", "action": "keep", "figures": {}}]))
     assert "beside_advice" not in again["H100"] and "beside_advice" not in again["A100"]
+
+
+def test_an_open_month_is_forecast_not_history(rising):
+    """Mid-November, a few November days would read as demand collapsing: the plan stops at October, forecasts
+    November and says so."""
+    days("H100", date(2026, 11, 1), [1, 1], capacity=83)  # two quiet days so far
+    plan = capacity_plan.plan(date(2026, 11, 1), now=NOW)
+    assert plan["month"] == "2026-10" and plan["report_month"] == "2026-11"
+    assert plan["months"][-1] == "2026-10" and plan["note"] == (
+        "2026-11 is still open: the plan uses the closed months up to 2026-10 and forecasts 2026-11.")
+    h100 = by_model(plan)["H100"]
+    assert [f["month"] for f in h100["forecast"]] == ["2026-11", "2026-12", "2027-01"]
+    assert h100["forecast"][0]["demand_gpus"] == 82.0 and h100["add_gpus"] == 24  # as planned from October
+    assert capacity_plan.plan(OCTOBER, now=NOW)["note"] == ""

@@ -156,8 +156,9 @@ def test_the_next_months_pack_shows_state_current_value_and_whether_it_moved(two
     due_now = _create(admin, title="From October, due October", month=OCT, due_month=OCT)
 
     rows = {row["id"]: row for row in actions_for_review(OCT)}
-    assert set(rows) == {spread.pk, wait.pk, failures.pk, due_now.pk}
-    assert closed.pk not in rows and later.pk not in rows
+    assert set(rows) == {spread.pk, wait.pk, failures.pk, due_now.pk, later.pk}  # October's own plans too
+    assert closed.pk not in rows and rows[later.pk]["moved"] is None  # planned from October: nothing to judge yet
+    assert [row["id"] for row in actions_for_review(NOV)] == [wait.pk, spread.pk, failures.pk, due_now.pk, later.pk]
 
     assert rows[spread.pk]["baseline"] == 6 and rows[spread.pk]["current"] == 2 and rows[spread.pk]["moved"] is True
     assert rows[spread.pk]["owner"] == "carol" and rows[spread.pk]["status"] == "planned"

@@ -205,8 +205,47 @@ def test_an_open_month_compares_its_totals_by_days_not_by_a_fall(two_months):
     assert "1 action is followed without a verdict yet (its table row says why)." in improvements["conclusions"]
     assert not any("moved its metric" in line for line in improvements["conclusions"])
     assert {f["key"]: f["value"] for f in improvements["figures"]}["actions_moved"] is None
+    assert review["coverage"]["text"] == (f"The data covers every day of {month:%Y-%m} so far; the month is still "
+                                          f"open (10 of {days} days).")
+    assert f"The advice of {month:%Y-%m} so far rests on 10 of {days} days; it holds once the month closes." \
+        in improvements["conclusions"]
+    assert not any(" -> " in line for line in improvements["conclusions"])  # no advice concluded from 10 days
     closed = build_review(month)  # once closed, the same figures compare in per cent
     assert {row["key"]: row for row in closed["comparison"]["rows"]}["gpu_hours_allocated"]["change"] == "+295.0 %"
+
+
+def test_actions_planned_from_the_months_own_advice_are_its_next_steps(two_months):
+    month, users = two_months["month"], two_months["users"]
+    ImprovementAction.objects.create(
+        month=month, title="Lend idle L40S", owner=users["admin"], due_month=next_month(month),
+        metric=ImprovementMetric.DAYS_OVER_CAPACITY, gpu_model="L40S", direction=ImprovementDirection.DOWN,
+        baseline=0, created_by=users["admin"])
+    improvements = _group(build_review(month), "improvements")
+    assert f"1 action was planned from {month:%Y-%m}'s recommendations." in improvements["conclusions"]
+    assert "1 of 1 action moved its metric as expected." in improvements["conclusions"]  # the earlier one
+    assert not any("without a verdict" in line for line in improvements["conclusions"])
+    rows = _table(improvements, "actions")["rows"]
+    assert [row[0] for row in rows] == ["Spread H100 pretraining", "Lend idle L40S"]
+    checklist = build_review(month)["appendix"][0]
+    assert any(line.startswith("The checklist is read live, as of ") and f"not only {month:%Y-%m}" in line
+               for line in checklist["conclusions"])
+
+
+def test_a_previous_month_without_data_is_compared_with_nothing(two_months):
+    """The month before the fixture's first has no data at all: "—" beside each figure, not zeros that make
+    everything "new"."""
+    review = build_review(two_months["previous"])
+    assert all(row["previous"] is None and row["change"] == "—" for row in review["comparison"]["rows"])
+    assert "no usage in" in review["summary"][0]
+
+
+def test_the_summary_quotes_the_model_most_often_over_capacity(two_months):
+    month = two_months["month"]
+    CapacityDaily.objects.filter(day=month + timedelta(days=20), gpu_model="A100").update(peak_demand_gpus=99)
+    resources = _group(build_review(month), "resources")["conclusions"]
+    over = [line for line in resources if "exceeded capacity" in line]
+    assert over[0].startswith("H100 demand exceeded capacity on 2 of") and over[1].startswith("A100 ")
+    assert over[0] in build_review(month)["summary"]
 
 
 def test_coverage_is_complete_only_when_every_day_has_data(two_months):
@@ -241,7 +280,10 @@ def test_tenant_pack_has_only_that_tenants_figures(two_months):
     assert f"{hours} GPU-hours allocated" in _group(review, "resources")["conclusions"][0]
     assert {row[0] for row in _table(_group(review, "resources"), "quotas")["rows"]} == {"vision"}
     assert {row[0] for row in _table(_group(review, "governance"), "permissions")["rows"]} == {"vision"}
-    assert "1 request approved, 0 denied" in text or "1 requests approved, 0 denied" in text  # its own only
+    assert "1 request approved, 0 denied" in text  # its own only
+    assert any(line.startswith("The platform's shared fleet has ")
+               for line in _group(review, "resources")["conclusions"])  # the fleet is said to be shared
+    assert "Every tenant has a tenant admin." not in text  # a tenant's pack speaks of that tenant only
     assert [row[1] for row in _table(_group(review, "improvements"), "changes")["rows"]] == ["Quota changed"]
     assert "capacity_plan" not in {t["key"] for t in _group(review, "improvements")["tables"]}
 

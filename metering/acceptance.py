@@ -337,6 +337,28 @@ def _communication_failures(ran) -> tuple[dict, list[dict]]:
     return counts, failures
 
 
+def _attempt_nodes(job_ids: list[int]) -> dict[int, list[list[str]]]:
+    """The nodes of each attempt of each job, oldest attempt first: an attempt's GPUs are allocated at one
+    moment (the pass that admitted it), so a retry elsewhere is a later group, not more nodes of one run."""
+    by_moment: dict[int, dict] = {}
+    for job_id, moment, node in JobAllocation.objects.filter(job__in=job_ids).values_list(
+            "job_id", "allocated_at", "gpu__node__name").distinct().order_by("job_id", "allocated_at",
+                                                                             "gpu__node__name"):
+        by_moment.setdefault(job_id, {}).setdefault(moment, []).append(node)
+    return {job_id: list(moments.values()) for job_id, moments in by_moment.items()}
+
+
+def _placement_text(job: dict, attempts: list[list[str]] | None) -> str:
+    """A multi-node job and where its last attempt ran; where earlier attempts ran too, when it was retried."""
+    if not attempts:
+        return _job_text(job)
+    text = _("%(job)s, on %(nodes)s") % {"job": _job_text(job), "nodes": ", ".join(attempts[-1])}
+    if len(attempts) > 1:
+        text += " " + _("(earlier attempts on %(nodes)s)") % {
+            "nodes": "; ".join(", ".join(nodes) for nodes in attempts[:-1])}
+    return text
+
+
 def _multi_node(now: datetime) -> tuple[list[dict], str, str]:
     jobs = Job.objects.filter(node_count__gte=2, submitted_at__lte=now)
     ran = jobs.filter(started_at__isnull=False)
@@ -344,12 +366,8 @@ def _multi_node(now: datetime) -> tuple[list[dict], str, str]:
     counts = {**_job_counts(jobs), **communication,
               **ran.aggregate(widest=Max("node_count", filter=Q(status=JobStatus.SUCCEEDED)))}
     recent = _recent_jobs(jobs)
-    placed: dict[int, list[str]] = {}
-    for job_id, node in JobAllocation.objects.filter(job__in=[j["pk"] for j in recent]).values_list(
-            "job_id", "gpu__node__name").distinct().order_by("job_id", "gpu__node__name"):
-        placed.setdefault(job_id, []).append(node)
-    evidence = [_item(_("%(job)s, on %(nodes)s") % {"job": _job_text(job), "nodes": ", ".join(placed[job["pk"]])}
-                      if placed.get(job["pk"]) else _job_text(job), _job_url(job["pk"])) for job in recent]
+    attempts = _attempt_nodes([job["pk"] for job in recent])
+    evidence = [_item(_placement_text(job, attempts.get(job["pk"])), _job_url(job["pk"])) for job in recent]
 
     faulty_nodes = []
     for job in failures:

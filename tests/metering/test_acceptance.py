@@ -27,7 +27,7 @@ from metering.models import (
     UsageMonthly,
 )
 from metering.review_parts import ReviewContext
-from scheduling.models import FailureCategory, Job, JobStatus, TaskType
+from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus, TaskType
 from tenants.models import Project, Quota, Tenant
 from tests.metering.helpers import at, gpus_of, ran_job
 
@@ -442,3 +442,15 @@ def test_the_python_rule_for_sqlite_counts_as_the_sql_does(world, users, node, a
     in_python = acceptance._communication_failures(ran)
     assert in_python[0] == in_sql[0] and in_sql[0]["communication"] == 1
     assert [job["pk"] for job in in_python[1]] == [job["pk"] for job in in_sql[1]]
+
+
+def test_a_retried_multi_node_job_shows_where_its_last_attempt_ran(world, users):
+    """Two nodes asked, three nodes among its allocations: the first attempt's and the retry's, told apart."""
+    job = communication_failure(users)
+    retried_at = job.allocations.first().allocated_at + timedelta(minutes=30)
+    JobAllocation.objects.bulk_create(JobAllocation(job=job, gpu=gpu, allocated_at=retried_at)
+                                      for gpu in gpus_of("dc1-r2-h100-03", 4) + gpus_of("dc1-r2-h100-04", 4))
+    texts = [item["text"] for item in by_area(acceptance.checklist())["multi_node"]["evidence"]]
+    placed = next(text for text in texts if text.startswith(f"Job #{job.pk} ") and ", on " in text)
+    assert placed.endswith(", on dc1-r2-h100-03, dc1-r2-h100-04 (earlier attempts on dc1-r1-h100-01, "
+                           "dc1-r1-h100-02)")

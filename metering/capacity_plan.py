@@ -229,8 +229,9 @@ def _method_text(method: str, months: int) -> str:
             "Straight-line trend (least squares) through the monthly p95 demand of the last %(n)d months.",
             months) % {"n": months}
     return ngettext(
-        "Last month's p95 demand carried forward: %(n)d month of data is too few for a trend (it takes %(min)d).",
-        "Last month's p95 demand carried forward: %(n)d months of data are too few for a trend (it takes %(min)d).",
+        "Last month's p95 demand carried forward: %(n)d month of data is not enough for a trend (it takes %(min)d).",
+        "Last month's p95 demand carried forward: %(n)d months of data are not enough for a trend (it takes "
+        "%(min)d).",
         months) % {"n": months, "min": LINEAR_MIN_MONTHS}
 
 

@@ -283,7 +283,7 @@ def recommendations(models: list[dict], waits: list[dict], submitted) -> list[di
             action = CapacityAction.ADD
             evidence = Phrase(gettext_noop(
                 "%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, %(res).0f %% "
-                "of failures resource-related -> add %(add)s %(model)s GPUs"), {
+                "of %(model)s failures resource-related -> add %(add)s %(model)s GPUs"), {
                 "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "wait": p95 / 3600,
                 "res": resource_share * 100, "add": figure_text(add)})
             figures["add_gpus"] = add

@@ -24,7 +24,7 @@ from tenants.models import Tenant
 
 from . import reports, review_groups, review_oversight
 from .models import CapacityDaily, MonthlyReport
-from .review_parts import MONTH_TOTALS, ReviewContext, change_text, figure, hours, month_open_change, percent
+from .review_parts import ReviewContext, change_text, figure, hours, month_open_change, percent
 
 #: The groups in the order the document shows them (the contract fixes the keys).
 GROUP_KEYS = ("resources", "tasks", "governance", "improvements")
@@ -47,7 +47,7 @@ def build_review(month: date, tenant: Tenant | None = None, language: str | None
                   review_oversight.improvements(ctx)]
         coverage = _coverage(ctx)
         comparison = _comparison(ctx)
-        _totals_while_open([*comparison["rows"], *(f for g in groups for f in g["figures"])], coverage)
+        _changes_while_open([*comparison["rows"], *(f for g in groups for f in g["figures"])], coverage)
         return {
             "title": _title(ctx), "site": getattr(settings, "SITE_NAME", "") or "GPU Portal",
             "month": ctx.month_text, "tenant": tenant.name if tenant else None,
@@ -141,14 +141,14 @@ def comparison_rows(report: dict, previous: dict) -> list[dict]:
     return [figure(key, label, value, unit, prior) for key, label, value, prior, unit in rows]
 
 
-def _totals_while_open(figures: list[dict], coverage: dict) -> None:
-    """An open month's totals keep their previous month beside them but no percentage change (one rule for the
-    comparison and the groups' figures: ``MONTH_TOTALS``); rates, medians and percentiles still compare."""
+def _changes_while_open(figures: list[dict], coverage: dict) -> None:
+    """An open month's figures keep the previous month's beside them but no change (``month_open_change``),
+    in the comparison and in every group alike."""
     open_change = month_open_change(coverage)
     if open_change is None:
         return
     for row in figures:
-        if row.get("key") in MONTH_TOTALS and row.get("previous") is not None:
+        if row.get("previous") is not None:
             row["change"] = open_change
 
 

@@ -77,8 +77,10 @@ def resources(ctx: ReviewContext) -> dict:
         [r["name"], r["gpu_hours_allocated"], r["gpu_hours_used"], percent(r.get("efficiency"))]
         for r in report.get("by_gpu_model") or []])
     figures = [
-        figure("nodes", _("Nodes"), sum(m.nodes for m in catalogue.values()), ""),
-        figure("gpus", _("GPUs"), sum(m.total_gpus for m in catalogue.values()), ""),
+        figure("nodes", _("Nodes") if ctx.platform else _("Nodes (shared fleet)"),
+               sum(m.nodes for m in catalogue.values()), ""),
+        figure("gpus", _("GPUs") if ctx.platform else _("GPUs (shared fleet)"),
+               sum(m.total_gpus for m in catalogue.values()), ""),
         figure("gpu_hours_allocated", _("GPU-hours allocated"), report.get("gpu_hours_allocated"), _("GPU-hours"),
                previous.get("gpu_hours_allocated")),
         figure("gpu_hours_used", _("GPU-hours used"), report.get("gpu_hours_used"), _("GPU-hours"),
@@ -97,7 +99,7 @@ def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
     report = ctx.report
     efficiency = report.get("efficiency")
     lines = [_("%(hours)s GPU-hours allocated and %(used)s used in %(month)s (efficiency %(eff)s).") % {
-        "hours": str(report.get("gpu_hours_allocated")), "used": whole(report.get("gpu_hours_used")),
+        "hours": str(report.get("gpu_hours_allocated")), "used": str(report.get("gpu_hours_used")),
         "month": ctx.month_text, "eff": "—" if efficiency is None else f"{percent_text(efficiency)} %"}]
     # Most days over capacity first, most idle first: the summary quotes the first line, the worst case.
     over = sorted((m for m in models if m["days_over_capacity"]), key=lambda m: (-m["days_over_capacity"],
@@ -105,11 +107,13 @@ def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
     idle = sorted((m for m in models if m.get("allocation_rate") is not None
                    and 1 - m["allocation_rate"] >= LEND_WHEN_IDLE_SHARE),  # idle as the advice calls it
                   key=lambda m: m["allocation_rate"])
-    lines += [_("%(model)s demand exceeded capacity on %(over)d of %(days)d days (peak %(peak)s of %(cap)s GPUs).")
+    lines += [_("%(model)s demand exceeded capacity on %(over)d of %(days)d days (peak demand %(peak)s GPUs, "
+                "%(cap)s installed).")
               % {"model": m["gpu_model"], "over": m["days_over_capacity"], "days": m["days"],
                  "peak": whole(m["peak_demand_gpus"]), "cap": whole(m["capacity_gpus"])} for m in over]
-    lines += [_("%(model)s was %(idle)s %% idle.") % {"model": m["gpu_model"],
-                                                       "idle": percent_text(1 - m["allocation_rate"])} for m in idle]
+    idle_text = (_("%(model)s has been %(idle)s %% idle so far.") if ctx.is_open
+                 else _("%(model)s was %(idle)s %% idle."))
+    lines += [idle_text % {"model": m["gpu_model"], "idle": percent_text(1 - m["allocation_rate"])} for m in idle]
     nodes = sum(m.nodes for m in catalogue.values())
     fleet_nodes = ngettext("%(n)d node", "%(n)d nodes", nodes) % {"n": nodes}
     fleet_models = ngettext("%(n)d model", "%(n)d models", len(catalogue)) % {"n": len(catalogue)}

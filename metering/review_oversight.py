@@ -86,9 +86,10 @@ def _role_tables(ctx: ReviewContext, people: dict, platform: dict, names: list[s
 def governance(ctx: ReviewContext) -> dict:
     """Permissions, approvals, audit, cost attribution, responsibilities: are the rules really used?"""
     report = ctx.report
-    counts, counted_before = _audit_counts(ctx), _audit_counts(ctx, ctx.previous_month)
+    counts = _audit_counts(ctx)
+    counted_before = _audit_counts(ctx, ctx.previous_month) if ctx.previous else None  # None: no data then
     approvals = [counts.get(str(a), 0) for a in APPROVAL_ACTIONS]
-    before = [counted_before.get(str(a), 0) for a in APPROVAL_ACTIONS]
+    before = [counted_before.get(str(a), 0) for a in APPROVAL_ACTIONS] if counted_before is not None else [None] * 3
     people, platform, names = _people(ctx)
     audit_table = table("audit", _("Audit records of the month by action"), [_("Action"), _("Records")], [
         [choice_label(AuditAction, action), n] for action, n in counts.items()])
@@ -101,7 +102,8 @@ def governance(ctx: ReviewContext) -> dict:
         figure("approved", _("Requests approved"), approvals[0], "", before[0]),
         figure("denied", _("Requests denied"), approvals[1], "", before[1]),
         figure("expired", _("Requests expired"), approvals[2], "", before[2]),
-        figure("audit_records", _("Audit records"), sum(counts.values()), "", sum(counted_before.values())),
+        figure("audit_records", _("Audit records"), sum(counts.values()), "",
+               sum(counted_before.values()) if counted_before is not None else None),
         figure("cost", _("Cost"), report.get("cost"), currency, ctx.previous.get("cost")),
     ]
     lines = _approval_lines(ctx, approvals) + _chain_lines(ctx)
@@ -114,8 +116,9 @@ def governance(ctx: ReviewContext) -> dict:
     if orphans:
         lines.append(_("No tenant admin for: %(tenants)s.") % {"tenants": ", ".join(orphans)})
     elif ctx.tenant is not None:  # a tenant's pack speaks of that tenant only
-        lines.append(_("%(tenant)s's tenant admins: %(people)s.") % {
-            "tenant": ctx.tenant.name, "people": ", ".join(people[(ctx.tenant.name, Role.TENANT_ADMIN.value)])})
+        admins = people[(ctx.tenant.name, Role.TENANT_ADMIN.value)]
+        lines.append(ngettext("%(tenant)s's tenant admin: %(people)s.", "%(tenant)s's tenant admins: %(people)s.",
+                              len(admins)) % {"tenant": ctx.tenant.name, "people": ", ".join(admins)})
     elif names:
         lines.append(_("Every tenant has a tenant admin."))
     charts = [chart("cost", _("Cost per tenant") if ctx.platform else _("Cost per project"), "bar",
@@ -168,7 +171,8 @@ def improvements(ctx: ReviewContext) -> dict:
     actions = actions_for_review(ctx.month, ctx.tenant, report=ctx.report, now=ctx.now)
     plan = capacity_plan.with_advice(capacity_plan.plan(ctx.month, now=ctx.now), advice) if ctx.platform else None
     changes, change_count = _changes(ctx)
-    recommendations = table("recommendations", _("Recommendations of the month"), [
+    recommendations = table("recommendations", _("Recommendations of the month so far (%(n)d of %(total)d days)") % {
+        "n": ctx.days_elapsed, "total": ctx.days_in_month} if ctx.is_open else _("Recommendations of the month"), [
         _("GPU model"), _("Advice"), _("Evidence")], [
         [r["gpu_model"], choice_label(CapacityAction, r.get("action", "")), r.get("evidence", "")] for r in advice])
     follow_up = table("actions", _("Improvement actions"), [
@@ -192,8 +196,8 @@ def improvements(ctx: ReviewContext) -> dict:
     figures = [
         figure("recommendations", _("Recommendations"), len(advice), ""),
         figure("actions", _("Improvement actions followed"), len(actions), ""),
-        figure("actions_moved", _("Actions whose metric moved as expected"),
-               sum(1 for a in judged if a["moved"]) if judged or not actions else None, ""),
+        figure("actions_moved", _("Actions whose metric moved as expected"),  # None: no verdict to count
+               sum(1 for a in judged if a["moved"]) if judged else None, ""),
         figure("changes", _("Changes to templates, rules and quotas"), change_count, ""),
     ]
     if plan is not None:
@@ -232,14 +236,14 @@ def _improvement_conclusions(ctx, advice, actions, plan: dict | None, change_cou
         lines.append(plan["note"])
     for entry in models:
         if entry.get("add_gpus"):
-            lines.append(_("Add %(n)s %(model)s GPUs by %(when)s: %(why)s") % {
+            lines.append(_("Add %(n)s %(model)s GPUs before %(when)s: %(why)s") % {
                 "n": whole(entry["add_gpus"]), "model": entry["gpu_model"], "when": entry.get("add_by") or "—",
                 "why": entry.get("why", "")})
         if entry.get("beside_advice"):
             lines.append(entry["beside_advice"])
     if ctx.is_open and advice:  # hours of a new month are no ground for buying or lending: said, not concluded
-        lines.append(_("The advice of %(month)s so far rests on %(n)d of %(total)d days; it holds once the month "
-                       "closes.") % {"month": ctx.month_text, "n": ctx.days_elapsed, "total": ctx.days_in_month})
+        lines.append(_("The advice of %(month)s so far rests on %(n)d of %(total)d days; it is final only once the "
+                       "month closes.") % {"month": ctx.month_text, "n": ctx.days_elapsed, "total": ctx.days_in_month})
     else:
         lines += [r.get("evidence", "") for r in advice
                   if r.get("action") in (CapacityAction.ADD, CapacityAction.SPREAD, CapacityAction.LEND_OR_MOVE)]

@@ -63,14 +63,11 @@ def group(key: str, title: str, question: str, conclusions, figures, tables, cha
             "charts": [c for c in charts if c is not None]}
 
 
-#: Figures that add up over the month. While the month is open they cover part of it, and a change against the
-#: whole previous month would read as a fall in everything: ``month_open_change`` says how much there is instead.
-MONTH_TOTALS = frozenset({"gpu_hours_allocated", "gpu_hours_used", "jobs_submitted", "jobs_failed", "jobs_preempted",
-                          "retries", "cost", "approved", "denied", "expired", "audit_records", "changes"})
-
-
 def month_open_change(coverage: dict) -> str | None:
-    """The change a month total shows while its month is open ("month open: 10 of 31 days"); None once closed."""
+    """The change a figure shows while its month is open ("month open: 10 of 31 days"); None once closed.
+
+    Totals of part of a month against a whole month would read as a fall in everything, and the medians and
+    percentiles of its first hours are the few jobs that ended in them: no change is worked out until it closes."""
     if not 0 < coverage["days_expected"] < coverage["days_in_month"]:
         return None
     return _("month open: %(n)d of %(total)d days") % {"n": coverage["days_expected"],

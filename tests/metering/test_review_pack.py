@@ -185,9 +185,10 @@ def test_comparison_with_the_previous_month(two_months):
     assert "+295.0 % against 40.0 GPU-hours" in review["summary"][0]
 
 
-def test_an_open_month_compares_its_totals_by_days_not_by_a_fall(two_months):
-    """Ten days into a month, its totals are not "−70 %" against the whole month before: they say how much of the
-    month there is; rates and percentiles still compare; the action due this month gets no verdict yet."""
+def test_an_open_month_compares_nothing_until_it_closes(two_months):
+    """Ten days into a month, its totals are not "−70 %" against the whole month before, nor are the medians of
+    its first few jobs a trend: each figure keeps the previous month's beside it and says how much of the month
+    there is; the action due this month gets no verdict yet; its advice is not concluded from."""
     month, previous = two_months["month"], two_months["previous"]
     days = (next_month(month) - month).days
     review = build_review(month, now=_day(month, 10, 12))
@@ -195,11 +196,11 @@ def test_an_open_month_compares_its_totals_by_days_not_by_a_fall(two_months):
     open_change = f"month open: 10 of {days} days"
     rows = {row["key"]: row for row in review["comparison"]["rows"]}
     assert {key for key, row in rows.items() if row["change"] == open_change} == {
-        "gpu_hours_allocated", "gpu_hours_used", "jobs_submitted", "jobs_failed", "cost"}
+        "gpu_hours_allocated", "gpu_hours_used", "efficiency", "jobs_submitted", "jobs_failed", "wait_p95", "cost"}
     assert rows["gpu_hours_allocated"]["previous"] == 40.0  # the previous month stays beside it
-    assert rows["efficiency"]["change"].endswith(" pts") and rows["wait_p95"]["change"] != open_change
-    tasks = {f["key"]: f for f in _group(review, "tasks")["figures"]}
-    assert tasks["retries"]["change"] == open_change and tasks["wait_median"]["change"] != open_change
+    figures = [f for group in review["groups"] for f in group["figures"]]
+    assert all(f["change"] in (open_change, "—") for f in figures)
+    assert {f["key"] for f in figures if f["change"] == open_change} >= {"retries", "wait_median", "approved"}
     assert f"so far (10 of {days} days; 40.0 GPU-hours in the whole of {previous:%Y-%m})" in review["summary"][0]
     improvements = _group(review, "improvements")
     assert "1 action is followed without a verdict yet (its table row says why)." in improvements["conclusions"]
@@ -207,9 +208,11 @@ def test_an_open_month_compares_its_totals_by_days_not_by_a_fall(two_months):
     assert {f["key"]: f["value"] for f in improvements["figures"]}["actions_moved"] is None
     assert review["coverage"]["text"] == (f"The data covers every day of {month:%Y-%m} so far; the month is still "
                                           f"open (10 of {days} days).")
-    assert f"The advice of {month:%Y-%m} so far rests on 10 of {days} days; it holds once the month closes." \
-        in improvements["conclusions"]
+    assert (f"The advice of {month:%Y-%m} so far rests on 10 of {days} days; it is final only once the month "
+            "closes.") in improvements["conclusions"]
     assert not any(" -> " in line for line in improvements["conclusions"])  # no advice concluded from 10 days
+    title = _table(improvements, "recommendations")["title"]
+    assert title == f"Recommendations of the month so far (10 of {days} days)"
     closed = build_review(month)  # once closed, the same figures compare in per cent
     assert {row["key"]: row for row in closed["comparison"]["rows"]}["gpu_hours_allocated"]["change"] == "+295.0 %"
 
@@ -236,6 +239,7 @@ def test_a_previous_month_without_data_is_compared_with_nothing(two_months):
     everything "new"."""
     review = build_review(two_months["previous"])
     assert all(row["previous"] is None and row["change"] == "—" for row in review["comparison"]["rows"])
+    assert all(f["previous"] is None for group in review["groups"] for f in group["figures"])  # audit counts too
     assert "no usage in" in review["summary"][0]
 
 

@@ -147,11 +147,85 @@ def _markup(text) -> str:
     return escape(CONTROL_CHARACTERS.sub("", str(text if text is not None else "")))
 
 
-def _cell_markup(text) -> str:
+def _cell_text(text) -> str:
     text = str(text)
-    if len(text) > MAX_CELL_CHARS:
-        text = text[:MAX_CELL_CHARS - 1] + "…"
-    return _markup(text)
+    return text[:MAX_CELL_CHARS - 1] + "…" if len(text) > MAX_CELL_CHARS else text
+
+
+#: Chinese and full-width characters: a line may break before or after any of them.
+_CJK = "\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef"
+_TOKENS = re.compile(rf"\s+|[{_CJK}]|[^\s{_CJK}]+")
+#: Punctuation that never starts a line: it stays at the end of the one before.
+_NO_LINE_START = set("，。、；：？！）》」』】,.;:?!)]}%")
+
+
+def break_lines(text: str, font: str, size: float, width: float) -> list[str]:
+    """``text`` broken into lines of at most ``width`` points: between Chinese characters, at spaces, and inside
+    a Latin word or number only when it is longer than a line (after a hyphen or slash first).
+
+    ReportLab's CJK wrap breaks between any two characters and looks back only half a line for a better place,
+    so narrow cells cut "GPU" and node names ("dc1-r1-h100-0" / "2" reads as another node)."""
+    def measure(piece: str) -> float:
+        return pdfmetrics.stringWidth(piece, font, size)
+
+    lines, line = [], ""
+    for token in _TOKENS.findall(str(text)):
+        if token.isspace():
+            if "\n" in token:
+                lines.append(line.rstrip())
+                line = ""
+            elif line:
+                line += " "
+            continue
+        for piece in _pieces(token, measure, width):
+            if line.strip() and measure(line + piece) > width and piece not in _NO_LINE_START:
+                lines.append(line.rstrip())
+                line = piece
+            else:
+                line += piece
+    lines.append(line.rstrip())
+    return lines
+
+
+def _pieces(token: str, measure, width: float) -> list[str]:
+    """A token as pieces no wider than ``width``: whole when it fits, else cut after hyphens and slashes, and a
+    piece still too wide character by character."""
+    if measure(token) <= width:
+        return [token]
+    pieces = []
+    for part in re.findall(r"[^-/_]*[-/_]+|[^-/_]+", token):
+        while measure(part) > width and len(part) > 1:
+            cut = max(1, next((i for i in range(len(part), 0, -1) if measure(part[:i]) <= width), 1))
+            pieces.append(part[:cut])
+            part = part[cut:]
+        pieces.append(part)
+    return pieces
+
+
+class _BrokenParagraph(Paragraph):
+    """A Chinese paragraph whose lines ``break_lines`` decides for the width it is laid out in (a table
+    column's width is known only then); the parts ReportLab makes when it splits one over pages are plain."""
+
+    def __init__(self, text, style=None, bulletText=None, frags=None, **kwargs):
+        self._source = None if frags is not None or text is None else str(text)
+        self._broken_for = None
+        super().__init__(_markup(text) if self._source is not None else text, style, bulletText, frags, **kwargs)
+
+    def wrap(self, availWidth, availHeight):
+        if self._source is not None and availWidth != self._broken_for:
+            self._broken_for = availWidth
+            room = availWidth - self.style.leftIndent - self.style.rightIndent - 1
+            markup = "<br/>".join(_markup(line) for line in break_lines(
+                self._source, self.style.fontName, self.style.fontSize, room))
+            Paragraph.__init__(self, markup, self.style, self.bulletText)
+        return super().wrap(availWidth, availHeight)
+
+
+def _paragraph(text, style: ParagraphStyle, **kwargs) -> Paragraph:
+    """Document text as a paragraph: Chinese ones (``wordWrap`` "CJK") broken into lines by ``break_lines``."""
+    if style.wordWrap == "CJK":
+        return _BrokenParagraph("" if text is None else text, style, **kwargs)
+    return Paragraph(_markup(text), style, **kwargs)
 
 
 # --- styles ---------------------------------------------------------------------------------------------------
@@ -254,7 +328,7 @@ class _ReviewDocTemplate(BaseDocTemplate):
 
 def _heading(text: str, key: str, style: ParagraphStyle) -> Paragraph:
     """A section heading that is its own paragraph (its own line of text) and a contents entry."""
-    paragraph = Paragraph(_markup(text), style)
+    paragraph = _paragraph(text, style)
     paragraph.toc_entry = (_markup(text), str(text), key)
     return paragraph
 
@@ -274,7 +348,7 @@ class _Renderer:
     def story(self) -> list:
         review = self.review
         story = [*self.title_page(), PageBreak()]
-        story += [Paragraph(_markup(_("Contents")), self.styles["contents"]), self.contents(), PageBreak()]
+        story += [_paragraph(_("Contents"), self.styles["contents"]), self.contents(), PageBreak()]
         story += self.summary()
         story += self.comparison()
         for section in [*review.get("groups", []), *review.get("appendix", [])]:
@@ -292,11 +366,11 @@ class _Renderer:
             (_("Snapshot"), f"#{snapshot}" if snapshot is not None else _("live figures, not frozen")),
             (_("Coverage"), coverage.get("text") or ""),
         ]
-        table = Table([[Paragraph(_markup(label), styles["meta"]), Paragraph(_markup(value), styles["meta"])]
+        table = Table([[_paragraph(label, styles["meta"]), _paragraph(value, styles["meta"])]
                        for label, value in rows], colWidths=[40 * mm, self.width - 40 * mm], hAlign="LEFT")
         table.setStyle(TableStyle([("VALIGN", (0, 0), (-1, -1), "TOP"), ("LEFTPADDING", (0, 0), (0, -1), 0)]))
-        return [Spacer(1, 30 * mm), Paragraph(_markup(review.get("site", "")), styles["site"]),
-                Paragraph(_markup(review.get("title", "")), styles["title"]), table]
+        return [Spacer(1, 30 * mm), _paragraph(review.get("site", ""), styles["site"]),
+                _paragraph(review.get("title", ""), styles["title"]), table]
 
     def contents(self) -> TableOfContents:
         toc = TableOfContents(dotsMinLevel=0)
@@ -306,7 +380,7 @@ class _Renderer:
     def summary(self) -> list:
         lines = self.review.get("summary") or []
         story = [_heading(_("Summary"), self.key(), self.styles["heading"])]
-        story += self.bullets(lines) if lines else [Paragraph(_markup(_("No data")), self.styles["no_data"])]
+        story += self.bullets(lines) if lines else [_paragraph(_("No data"), self.styles["no_data"])]
         return story
 
     def comparison(self) -> list:
@@ -318,7 +392,7 @@ class _Renderer:
                  value_with_unit(row.get("previous"), row.get("unit", "")), row.get("change") or "—"]
                 for row in comparison.get("rows") or []]
         if not rows:
-            return [*story, Paragraph(_markup(_("No data")), self.styles["no_data"])]
+            return [*story, _paragraph(_("No data"), self.styles["no_data"])]
         columns = [_("Figure"), _("This month"), _("Previous month"), _("Change")]
         return [*story, self.table(columns, rows, numeric=[False, True, True, True])]
 
@@ -326,7 +400,7 @@ class _Renderer:
         styles = self.styles
         story: list = [_heading(section.get("title", ""), self.key(), styles["heading"])]
         if section.get("question"):
-            story.append(Paragraph(_markup(section["question"]), styles["question"]))
+            story.append(_paragraph(section["question"], styles["question"]))
         story += self.bullets(section.get("conclusions") or [])
         figures = section.get("figures") or []
         if figures:
@@ -342,24 +416,24 @@ class _Renderer:
         return story
 
     def bullets(self, lines: list[str]) -> list:
-        return [Paragraph(_markup(line), self.styles["bullet"], bulletText="•") for line in lines]
+        return [_paragraph(line, self.styles["bullet"], bulletText="•") for line in lines]
 
     def chart(self, chart: dict) -> list:
         png = chart_png(chart, self.review.get("language", "en"))
         if png is None:
-            return [KeepTogether([Paragraph(_markup(chart.get("title", "")), self.styles["subheading"]),
-                                  Paragraph(_markup(_("No data")), self.styles["no_data"])])]
+            return [KeepTogether([_paragraph(chart.get("title", ""), self.styles["subheading"]),
+                                  _paragraph(_("No data"), self.styles["no_data"])])]
         return [Spacer(1, 4 * mm), Image(io.BytesIO(png), width=self.width, height=self.width * CHART_ASPECT)]
 
     def data_table(self, table: dict) -> list:
-        story = [Paragraph(_markup(table.get("title", "")), self.styles["subheading"])]
+        story = [_paragraph(table.get("title", ""), self.styles["subheading"])]
         rows = table.get("rows") or []
         if not rows:
-            return [KeepTogether([*story, Paragraph(_markup(_("No data")), self.styles["no_data"])])]
+            return [KeepTogether([*story, _paragraph(_("No data"), self.styles["no_data"])])]
         columns = [str(c) for c in table.get("columns") or []]
         width = max([len(columns), *(len(row) for row in rows)])
         if not width:
-            return [KeepTogether([*story, Paragraph(_markup(_("No data")), self.styles["no_data"])])]
+            return [KeepTogether([*story, _paragraph(_("No data"), self.styles["no_data"])])]
         columns += [""] * (width - len(columns))
         numeric = [all(_is_number(row[i]) for row in rows if i < len(row) and row[i] is not None)
                    and any(i < len(row) and _is_number(row[i]) for row in rows) for i in range(width)]
@@ -370,9 +444,9 @@ class _Renderer:
         """A table across the text width; its header row repeats on every page it runs over. Text cells wrap
         (Paragraph); numbers are right-aligned plain strings, which lay out faster than paragraphs."""
         styles = self.styles
-        header = [Paragraph(_markup(column), styles["header_number" if numeric[i] else "header"])
+        header = [_paragraph(column, styles["header_number" if numeric[i] else "header"])
                   for i, column in enumerate(columns)]
-        body = [[cell if numeric[i] else Paragraph(_cell_markup(cell), styles["cell"]) for i, cell in enumerate(row)]
+        body = [[cell if numeric[i] else _paragraph(_cell_text(cell), styles["cell"]) for i, cell in enumerate(row)]
                 for row in rows]
         table = Table([header, *body], colWidths=self.column_widths(columns, rows), repeatRows=1, hAlign="LEFT")
         commands = [

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from openpyxl import load_workbook
+from reportlab.pdfbase import pdfmetrics
 
 from metering.review_charts import chart_png
 from metering.review_parts import chart_has_data, figure
-from metering.review_pdf import moment_text, number_text, render_pdf
+from metering.review_pdf import break_lines, moment_text, number_text, render_pdf
 from metering.review_xlsx import render_xlsx, sheet_title
 
 GROUP_TITLES = ["Resources", "Tasks", "Governance", "Improvements"]
@@ -236,6 +237,24 @@ def test_pdf_in_chinese_draws_chinese_titles_and_translated_chrome(tmp_path):
     fonts = _poppler("pdffonts", str(path))
     assert "STSong" not in fonts  # the configured TrueType font, embedded
     assert re.search(r"WenQuanYi|Review-", fonts)
+
+
+def test_chinese_lines_break_between_characters_but_never_inside_a_word_that_fits():
+    """ReportLab's CJK wrap cut "GP|U" and "dc1-r1-h100-0|2" (another node's name) in narrow cells."""
+    font, size = "Helvetica", 8  # the widths only matter; Helvetica measures CJK as its default glyph
+    width = pdfmetrics.stringWidth("已分配 GP", font, size)
+    assert break_lines("已分配 GPU 卡时", font, size, width) == ["已分配", "GPU 卡时"]
+    nodes = "位于 dc1-r1-h100-02, dc1-r2-h100-04 的作业"
+    lines = break_lines(nodes, font, size, pdfmetrics.stringWidth("位于 dc1-r1-h100-0", font, size))
+    assert "dc1-r1-h100-02," in lines and "dc1-r2-h100-04" in " ".join(lines)
+    assert all(pdfmetrics.stringWidth(line, font, size) <= pdfmetrics.stringWidth("位于 dc1-r1-h100-0", font, size)
+               for line in lines if " " in line)
+    # a word longer than the line breaks after a hyphen first, then where it must
+    long = break_lines("test-ascend910b-1130-1557", font, size, pdfmetrics.stringWidth("test-ascend910b-", font, size))
+    assert long == ["test-ascend910b-", "1130-1557"]
+    # no line starts with a comma or a full stop: they hang at the end of the line before
+    assert break_lines("很长，。", font, size, pdfmetrics.stringWidth("很长", font, size)) == ["很长，。"]
+    assert break_lines("", font, size, 50) == [""]
 
 
 def test_pdf_in_chinese_without_the_font_falls_back_to_the_builtin_cid_font(tmp_path, settings):

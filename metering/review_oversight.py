@@ -185,7 +185,8 @@ def improvements(ctx: ReviewContext) -> dict:
         _("Time"), _("Change"), _("Object"), pgettext("done by", "By"), _("Reason")], [
         [at.isoformat(timespec="minutes"), choice_label(AuditAction, action), what, who or "—", reason]
         for at, action, what, who, reason in changes])
-    tables = [recommendations, follow_up]
+    # Capacity advice is the platform's (a tenant's report has none): a tenant's pack says so instead of "No data".
+    tables = [recommendations, follow_up] if ctx.platform else [follow_up]
     charts = []
     models = (plan or {}).get("models") or []
     if plan is not None:
@@ -194,7 +195,7 @@ def improvements(ctx: ReviewContext) -> dict:
     tables.append(change_table)
     judged = [a for a in actions if a.get("moved") is not None]
     figures = [
-        figure("recommendations", _("Recommendations"), len(advice), ""),
+        *([figure("recommendations", _("Recommendations"), len(advice), "")] if ctx.platform else []),
         figure("actions", _("Improvement actions followed"), len(actions), ""),
         figure("actions_moved", _("Actions whose metric moved as expected"),  # None: no verdict to count
                sum(1 for a in judged if a["moved"]) if judged else None, ""),
@@ -210,7 +211,8 @@ def improvements(ctx: ReviewContext) -> dict:
 
 def _improvement_conclusions(ctx, advice, actions, plan: dict | None, change_count: int) -> list[str]:
     models = (plan or {}).get("models") or []
-    lines = []
+    lines = [] if ctx.platform else [_("Capacity advice is made for the whole platform, in its report and pack; "
+                                       "this pack follows the tenant's own improvement actions.")]
     planned = [a for a in actions if a["month_from"] == ctx.month_text]
     if planned:
         lines.append(ngettext("%(n)d action was planned from %(month)s's recommendations.",

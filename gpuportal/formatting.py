@@ -9,6 +9,7 @@ from decimal import Decimal
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 
 def duration_text(seconds: float) -> str:
@@ -47,3 +48,10 @@ def figure_text(value) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         return str(value)
     return number_format(value, force_grouping=True)
+
+
+def list_text(items, clauses: bool = False) -> str:
+    """Items joined for a sentence in the reader's language: "a, b" ("a、b" in Chinese); ``clauses`` joins
+    whole phrases: "a; b" ("a；b")."""
+    separator = pgettext("separator of clauses", "; ") if clauses else pgettext("separator of list items", ", ")
+    return separator.join(str(item) for item in items)

@@ -65,6 +65,7 @@ from audit.models import AuditAction, AuditRecord
 from fleet.catalogue import gpu_model_catalogue
 from fleet.models import Node, NodeEvent
 from gpuportal.dates import local_day, month_start
+from gpuportal.formatting import list_text
 from scheduling.models import INFRASTRUCTURE_FAILURES, TERMINAL_STATUSES, FailureCategory, Job, JobAllocation, JobStatus
 from tenants import access
 from tenants.models import Quota
@@ -245,15 +246,15 @@ def _multi_card(now: datetime) -> tuple[list[dict], str, str]:
     unknown = sorted(name for name, c in catalogue.items() if not c.memory_gb or not c.interconnect)
     if unknown:
         reasons.append(_("The catalogue lacks the memory or interconnect of %(models)s.") % {
-            "models": ", ".join(unknown)})
+            "models": list_text(unknown)})
     if unlabelled:
         reasons.append(_("Nodes without a rack or network domain (topology unknown): %(nodes)s.") % {
-            "nodes": ", ".join(unlabelled)})
+            "nodes": list_text(unlabelled)})
     infra, finished = counts["infrastructure"], counts["finished"]
     if finished and infra / finished >= INFRA_ATTENTION_SHARE:
         reasons.append(_("Node, GPU or communication faults ended %(n)d of %(total)d finished multi-card jobs "
                          "(%(pct)s %%).") % {"n": infra, "total": finished, "pct": _percent(infra, finished)})
-    models = ", ".join(_("%(model)s (%(gpus)d GPUs, %(link)s)") % {
+    models = list_text(_("%(model)s (%(gpus)d GPUs, %(link)s)") % {
         "model": row["gpu_model"], "gpus": row["gpus"],
         "link": catalogue[row["gpu_model"]].interconnect if row["gpu_model"] in catalogue else "?"}
         for row in succeeded_by_model)
@@ -352,10 +353,10 @@ def _placement_text(job: dict, attempts: list[list[str]] | None) -> str:
     """A multi-node job and where its last attempt ran; where earlier attempts ran too, when it was retried."""
     if not attempts:
         return _job_text(job)
-    text = _("%(job)s, on %(nodes)s") % {"job": _job_text(job), "nodes": ", ".join(attempts[-1])}
+    text = _("%(job)s, on %(nodes)s") % {"job": _job_text(job), "nodes": list_text(attempts[-1])}
     if len(attempts) > 1:
         text += " " + _("(earlier attempts on %(nodes)s)") % {
-            "nodes": "; ".join(", ".join(nodes) for nodes in attempts[:-1])}
+            "nodes": list_text((list_text(nodes) for nodes in attempts[:-1]), clauses=True)}
     return text
 
 
@@ -453,7 +454,7 @@ def _multi_tenant(now: datetime) -> tuple[list[dict], str, str]:
         reasons.append(_("No tenant has metered usage yet."))
     if without_quota:
         reasons.append(_("Used a model without a quota for it (tenants may only use models they have a quota "
-                         "for): %(pairs)s.") % {"pairs": ", ".join(f"{t}/{m}" for t, m in without_quota)})
+                         "for): %(pairs)s.") % {"pairs": list_text(f"{t}/{m}" for t, m in without_quota)})
     if crossed:
         reasons.append(ngettext("%(n)d job belongs to a project of another tenant.",
                                 "%(n)d jobs belong to a project of another tenant.", crossed) % {"n": crossed})
@@ -530,14 +531,14 @@ def _operations(now: datetime) -> tuple[list[dict], str, str]:
         if latest else []
     if to_change and not actions.get(latest["month"]):
         reasons.append(_("The %(month)s report advises %(advice)s, but no improvement action records what was "
-                         "decided.") % {"month": f"{latest['month']:%Y-%m}", "advice": ", ".join(
+                         "decided.") % {"month": f"{latest['month']:%Y-%m}", "advice": list_text(
                              f"{a.get('gpu_model')}: {CapacityAction(a['action']).label}" for a in to_change
                              if a.get("action") in CapacityAction.values)})
     present = ngettext("%(n)d day of data; ", "%(n)d days of data; ", len(days)) % {"n": len(days)}
     if latest:
         present += _("the latest frozen report (%(month)s) concludes: %(advice)s") % {
             "month": f"{latest['month']:%Y-%m}",
-            "advice": "; ".join(advice_text(a) for a in latest["recommendations"] or [])
+            "advice": list_text((advice_text(a) for a in latest["recommendations"] or []), clauses=True)
             or _("no capacity advice")}
     missing = _("No usage or capacity data and no frozen report yet: the operations review has nothing to read.")
     return (evidence, *_verdict(reasons, bool(days or reports), missing, present))

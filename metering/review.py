@@ -20,6 +20,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from gpuportal.dates import month_start
+from gpuportal.formatting import list_text
 from tenants.models import Tenant
 
 from . import reports, review_groups, review_oversight
@@ -115,7 +116,7 @@ def _ranges(days: list[date]) -> str:
             runs.append([day])
     parts = [run[0].isoformat() if len(run) == 1 else _("%(first)s to %(last)s") % {
         "first": run[0].isoformat(), "last": run[-1].isoformat()} for run in runs]
-    return ", ".join(parts)
+    return list_text(parts)
 
 
 # --- comparison and summary ------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from django.utils.translation import ngettext, pgettext
 from audit.log import verify
 from audit.models import AuditAction, AuditRecord
 from gpuportal.dates import day_start, next_month
+from gpuportal.formatting import list_text
 from tenants.models import Membership, PlatformRole, Role, Tenant
 
 from . import capacity_plan
@@ -72,12 +73,12 @@ def _role_tables(ctx: ReviewContext, people: dict, platform: dict, names: list[s
         rows += [[_("platform"), choice_label(PlatformRole.Kind, role), len(users)]
                  for role, users in sorted(platform.items())]
     permissions = table("permissions", _("Permissions"), [_("Scope"), _("Role"), _("Members")], rows)
-    duties = [[name, _("administers the tenant"), ", ".join(people.get((name, Role.TENANT_ADMIN.value), [])) or "—"]
+    duties = [[name, _("administers the tenant"), list_text(people.get((name, Role.TENANT_ADMIN.value), [])) or "—"]
               for name in names]
-    duties += [[name, _("approves requests"), ", ".join(people[(name, Role.APPROVER.value)])]
+    duties += [[name, _("approves requests"), list_text(people[(name, Role.APPROVER.value)])]
                for name in names if people.get((name, Role.APPROVER.value))]
     if ctx.platform:  # a tenant's pack names that tenant's people only
-        duties += [[_("platform"), choice_label(PlatformRole.Kind, role), ", ".join(platform.get(role, [])) or "—"]
+        duties += [[_("platform"), choice_label(PlatformRole.Kind, role), list_text(platform.get(role, [])) or "—"]
                    for role in (PlatformRole.Kind.PLATFORM_ADMIN, PlatformRole.Kind.AUDITOR)]
     return [permissions, table("responsibilities", _("Responsibilities"), [_("Scope"), _("Responsibility"),
                                                                             _("Who")], duties)]
@@ -114,11 +115,11 @@ def governance(ctx: ReviewContext) -> dict:
             "currency": currency, "total": whole(total_cost)})
     orphans = [name for name in names if not people.get((name, Role.TENANT_ADMIN.value))]
     if orphans:
-        lines.append(_("No tenant admin for: %(tenants)s.") % {"tenants": ", ".join(orphans)})
+        lines.append(_("No tenant admin for: %(tenants)s.") % {"tenants": list_text(orphans)})
     elif ctx.tenant is not None:  # a tenant's pack speaks of that tenant only
         admins = people[(ctx.tenant.name, Role.TENANT_ADMIN.value)]
         lines.append(ngettext("%(tenant)s's tenant admin: %(people)s.", "%(tenant)s's tenant admins: %(people)s.",
-                              len(admins)) % {"tenant": ctx.tenant.name, "people": ", ".join(admins)})
+                              len(admins)) % {"tenant": ctx.tenant.name, "people": list_text(admins)})
     elif names:
         lines.append(_("Every tenant has a tenant admin."))
     charts = [chart("cost", _("Cost per tenant") if ctx.platform else _("Cost per project"), "bar",
@@ -303,12 +304,12 @@ def acceptance(ctx: ReviewContext) -> dict:
                "%(month)s.") % {"moment": f"{timezone.localtime(ctx.now):%Y-%m-%d %H:%M}",
                                 "month": ctx.month_text}]
     if missing:
-        lines.append(_("Missing or needing attention: %(areas)s.") % {"areas": ", ".join(map(str, missing))})
+        lines.append(_("Missing or needing attention: %(areas)s.") % {"areas": list_text(map(str, missing))})
     checklist_table = table("acceptance", _("Acceptance checklist"), [
         _("Area"), _("Capability"), _("Status"), _("Why"), _("Evidence"), _("Notes")], [
         [str(r["area_label"]), r.get("capability", ""), r.get("status_text", r.get("status", "")), r.get("why", ""),
-         "; ".join(str(e.get("text", "")) for e in r.get("evidence") or []),
-         "; ".join(_note_text(n) for n in r.get("notes") or [])] for r in rows])
+         list_text((e.get("text", "") for e in r.get("evidence") or []), clauses=True),
+         list_text((_note_text(n) for n in r.get("notes") or []), clauses=True)] for r in rows])
     return group("acceptance", _("Acceptance checklist"), _("Is the platform ready to go live or to grow?"), lines,
                  [figure("areas_present", _("Areas with evidence"), len(present), "")],
                  [checklist_table], [])

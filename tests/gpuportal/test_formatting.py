@@ -3,7 +3,9 @@
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from gpuportal.formatting import duration_text, figure_text, relative_time
+from django.utils import translation
+
+from gpuportal.formatting import duration_text, figure_text, list_text, relative_time
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -28,3 +30,12 @@ def test_figures_have_their_thousands_grouped_and_nothing_else_changes():
     assert figure_text(Decimal("9876.25")) == "9,876.25"
     assert figure_text(999) == "999"
     assert figure_text(None) == "—" and figure_text("H100") == "H100" and figure_text(True) == "True"
+
+
+def test_lists_are_joined_the_readers_way():
+    assert list_text(["speech", "vision"]) == "speech, vision"
+    assert list_text(["a, b", "c"], clauses=True) == "a, b; c"
+    with translation.override("zh-hans"):
+        assert list_text(["speech", "vision"]) == "speech、vision"
+        assert list_text(["甲", "乙"], clauses=True) == "甲；乙"
+    assert list_text([]) == ""

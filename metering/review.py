@@ -25,7 +25,7 @@ from tenants.models import Tenant
 
 from . import reports, review_groups, review_oversight
 from .models import CapacityDaily, MonthlyReport
-from .review_parts import ReviewContext, change_text, figure, hours, month_open_change, percent
+from .review_parts import ReviewContext, change_text, month_open_change
 
 #: The groups in the order the document shows them (the contract fixes the keys).
 GROUP_KEYS = ("resources", "tasks", "governance", "improvements")
@@ -46,9 +46,8 @@ def build_review(month: date, tenant: Tenant | None = None, language: str | None
         ctx = ReviewContext(month, tenant, now, report, previous, previous_month)
         groups = [review_groups.resources(ctx), review_groups.tasks(ctx), review_oversight.governance(ctx),
                   review_oversight.improvements(ctx)]
-        coverage = _coverage(ctx)
-        comparison = _comparison(ctx)
-        _changes_while_open([*comparison["rows"], *(f for g in groups for f in g["figures"])], coverage)
+        _changes_while_open(ctx, [f for group in groups for f in group["figures"]])
+        coverage, comparison = _coverage(ctx), _comparison(ctx, groups)
         return {
             "title": _title(ctx), "site": getattr(settings, "SITE_NAME", "") or "GPU Portal",
             "month": ctx.month_text, "tenant": tenant.name if tenant else None,
@@ -122,30 +121,14 @@ def _ranges(days: list[date]) -> str:
 # --- comparison and summary ------------------------------------------------------------------------------
 
 
-def comparison_rows(report: dict, previous: dict) -> list[dict]:
-    """The headline figures of two months side by side, with the change in words."""
-    jobs, before = report.get("jobs") or {}, previous.get("jobs") or {}
-    currency = report.get("currency", "")
-    rows = [
-        ("gpu_hours_allocated", _("GPU-hours allocated"), report.get("gpu_hours_allocated"),
-         previous.get("gpu_hours_allocated"), _("GPU-hours")),
-        ("gpu_hours_used", _("GPU-hours used"), report.get("gpu_hours_used"), previous.get("gpu_hours_used"),
-         _("GPU-hours")),
-        ("efficiency", _("Efficiency (used / allocated)"), percent(report.get("efficiency")),
-         percent(previous.get("efficiency")), "%"),
-        ("jobs_submitted", _("Jobs submitted"), jobs.get("submitted"), before.get("submitted"), ""),
-        ("jobs_failed", _("Jobs failed"), jobs.get("failed"), before.get("failed"), ""),
-        ("wait_p95", _("95th percentile wait"), hours(report.get("wait_seconds_p95")),
-         hours(previous.get("wait_seconds_p95")), _("hours")),
-        ("cost", _("Cost"), report.get("cost"), previous.get("cost"), currency),
-    ]
-    return [figure(key, label, value, unit, prior) for key, label, value, prior, unit in rows]
+#: The headline figures the comparison puts side by side, in its order; each is built once, by its group.
+COMPARISON_KEYS = ("gpu_hours_allocated", "gpu_hours_used", "efficiency", "jobs_submitted", "jobs_failed",
+                   "wait_p95", "cost")
 
 
-def _changes_while_open(figures: list[dict], coverage: dict) -> None:
-    """An open month's figures keep the previous month's beside them but no change (``month_open_change``),
-    in the comparison and in every group alike."""
-    open_change = month_open_change(coverage)
+def _changes_while_open(ctx: ReviewContext, figures: list[dict]) -> None:
+    """An open month's figures keep the previous month's beside them but no change (``month_open_change``)."""
+    open_change = month_open_change(ctx)
     if open_change is None:
         return
     for row in figures:
@@ -153,8 +136,11 @@ def _changes_while_open(figures: list[dict], coverage: dict) -> None:
             row["change"] = open_change
 
 
-def _comparison(ctx: ReviewContext) -> dict:
-    return {"previous_month": f"{ctx.previous_month:%Y-%m}", "rows": comparison_rows(ctx.report, ctx.previous)}
+def _comparison(ctx: ReviewContext, groups: list[dict]) -> dict:
+    """The headline figures of the two months side by side: copies of the groups' own figures."""
+    by_key = {f["key"]: f for group in groups for f in group["figures"]}
+    return {"previous_month": f"{ctx.previous_month:%Y-%m}",
+            "rows": [dict(by_key[key]) for key in COMPARISON_KEYS if key in by_key]}
 
 
 def _summary(ctx: ReviewContext, groups: list[dict], coverage: dict) -> list[str]:
@@ -162,11 +148,11 @@ def _summary(ctx: ReviewContext, groups: list[dict], coverage: dict) -> list[str
     first conclusion of each group. The GPU-hours are printed as ``monthly_report`` prints them (no grouping),
     so a reader can find the one figure in the other."""
     allocated, before = ctx.report.get("gpu_hours_allocated"), ctx.previous.get("gpu_hours_allocated")
-    if before and month_open_change(coverage):
+    if before and ctx.is_open:
         lines = [_("%(hours)s GPU-hours allocated in %(month)s so far (%(n)d of %(total)d days; %(previous)s "
                    "GPU-hours in the whole of %(before)s).") % {
-            "hours": str(allocated), "month": ctx.month_text, "n": coverage["days_expected"],
-            "total": coverage["days_in_month"], "previous": str(before), "before": f"{ctx.previous_month:%Y-%m}"}]
+            "hours": str(allocated), "month": ctx.month_text, "n": ctx.days_elapsed,
+            "total": ctx.days_in_month, "previous": str(before), "before": f"{ctx.previous_month:%Y-%m}"}]
     elif before:
         lines = [_("%(hours)s GPU-hours allocated in %(month)s (%(change)s against %(previous)s GPU-hours in "
                    "%(before)s).") % {"hours": str(allocated), "month": ctx.month_text,

@@ -63,15 +63,14 @@ def group(key: str, title: str, question: str, conclusions, figures, tables, cha
             "charts": [c for c in charts if c is not None]}
 
 
-def month_open_change(coverage: dict) -> str | None:
+def month_open_change(ctx: ReviewContext) -> str | None:
     """The change a figure shows while its month is open ("month open: 10 of 31 days"); None once closed.
 
     Totals of part of a month against a whole month would read as a fall in everything, and the medians and
     percentiles of its first hours are the few jobs that ended in them: no change is worked out until it closes."""
-    if not 0 < coverage["days_expected"] < coverage["days_in_month"]:
+    if not ctx.is_open:
         return None
-    return _("month open: %(n)d of %(total)d days") % {"n": coverage["days_expected"],
-                                                        "total": coverage["days_in_month"]}
+    return _("month open: %(n)d of %(total)d days") % {"n": ctx.days_elapsed, "total": ctx.days_in_month}
 
 
 def figure(key: str, label: str, value, unit: str = "", previous=None) -> dict:
@@ -137,12 +136,18 @@ def percent(fraction, digits: int = 1) -> float | None:
 def percent_text(fraction: float) -> str:
     """A fraction as a percentage for a sentence: "62", or "99.7" where rounding to a whole number would
     claim "100" (or "0") for what is not quite all (or nothing): "99.9", never "100.0"."""
-    value = fraction * 100
-    text = f"{value:.0f}"
-    if text == "100" and value < 100:
-        return f"{math.floor(value * 10) / 10:.1f}"
-    if text == "0" and value > 0:
-        return f"{math.ceil(value * 10) / 10:.1f}"
+    return _percent_digits(fraction * 100, 0)
+
+
+def _percent_digits(value: float, digits: int) -> str:
+    """``value`` (a percentage, 0 or more) with ``digits`` decimals, one more where rounding would claim "100" or
+    "0" for what is not quite all or not quite nothing (rounded toward it, so never quite reaching it)."""
+    text = f"{value:.{digits}f}"
+    scale = 10 ** (digits + 1)
+    if float(text) == 100 and value < 100:
+        return f"{math.floor(value * scale) / scale:.{digits + 1}f}"
+    if float(text) == 0 and value > 0:
+        return f"{math.ceil(value * scale) / scale:.{digits + 1}f}"
     return text
 
 
@@ -170,10 +175,5 @@ def change_text(value, previous, points: bool = False) -> str:
         return _("%(sign)s%(n)s pts") % {"sign": "+" if difference > 0 else "−", "n": f"{abs(difference):.1f}"}
     if not previous:
         return _("new")
-    relative = difference / abs(float(previous)) * 100
-    size = f"{abs(relative):.1f}"
-    if size == "100.0" and abs(relative) < 100:  # all but gone is not gone: "−99.95 %", never "−100.0 %"
-        size = f"{math.floor(abs(relative) * 100) / 100:.2f}"
-    elif size == "0.0":  # a change, however small, is not "0.0 %"
-        size = f"{math.ceil(abs(relative) * 100) / 100:.2f}"
-    return f"{'+' if relative > 0 else '−'}{size} %"
+    relative = difference / abs(float(previous)) * 100  # all but gone is "−99.95 %", never "−100.0 %"
+    return f"{'+' if relative > 0 else '−'}{_percent_digits(abs(relative), 1)} %"

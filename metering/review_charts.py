@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.ticker import FuncFormatter
 
-from .review_parts import chart_has_data, plottable
+from .review_parts import chart_has_data, is_chinese, plottable, whole
 
 #: Output size: 7 x 3.5 inches at 200 dpi = 1400 x 700 pixels, whatever the data.
 FIGURE_INCHES = (7.0, 3.5)
@@ -74,7 +74,7 @@ def chart_png(chart: dict, language: str) -> bytes | None:
     if not chart_has_data(chart):
         return None
     path = cjk_font_path()
-    if path is None and language.lower().startswith("zh"):
+    if path is None and is_chinese(language):
         path = _installed_cjk_font()
     font = _font(str(path) if path else None)
     small = font.copy()
@@ -149,7 +149,6 @@ def _label_categories(axes, positions: list[int], categories: list[str], font: F
 
 
 def _axis_number(value: float, _position) -> str:
-    """Y axis labels with thousands grouped ("12,000"), decimals only where the ticks need them."""
-    if float(value).is_integer():
-        return f"{int(value):,}"
-    return f"{value:,.2f}".rstrip("0").rstrip(".")
+    """Y axis labels as sentences print figures (``whole``: grouped in the document's language, no ".0"), two
+    decimals at most."""
+    return whole(round(float(value), 2))

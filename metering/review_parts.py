@@ -177,3 +177,39 @@ def change_text(value, previous, points: bool = False) -> str:
         return _("new")
     relative = difference / abs(float(previous)) * 100  # all but gone is "−99.95 %", never "−100.0 %"
     return f"{'+' if relative > 0 else '−'}{_percent_digits(abs(relative), 1)} %"
+
+
+# --- text shared by the renderers --------------------------------------------------------------------------------
+
+
+def is_chinese(language: str) -> bool:
+    """Whether a document in ``language`` is set in Chinese (its font, its line breaking, its chart labels)."""
+    return (language or "").lower().startswith("zh")
+
+
+def number_text(value) -> str:
+    """A figure for reading: thousands grouped in the document's language, floats to two decimals at most,
+    "—" for None; text as it is."""
+    if isinstance(value, float) and math.isfinite(value):
+        value = round(value, 2)
+    return figure_text(value)
+
+
+def moment_text(value) -> str:
+    """An ISO datetime as "2026-11-01 08:00 UTC" (its own offset kept); other text as it is."""
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except (TypeError, ValueError):
+        return str(value or "")
+    offset = moment.utcoffset()
+    if offset is None:
+        return f"{moment:%Y-%m-%d %H:%M}"
+    if not offset:
+        return f"{moment:%Y-%m-%d %H:%M} UTC"
+    zone = moment.strftime("%z")
+    return f"{moment:%Y-%m-%d %H:%M} UTC{zone[:3]}:{zone[3:]}"
+
+
+def text_width(text: str) -> int:
+    """Characters a text takes on paper or in a spreadsheet column: CJK characters count double."""
+    return sum(2 if ord(char) > 0x2E7F else 1 for char in text)

@@ -21,9 +21,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-import math
 import re
-from datetime import datetime
 from functools import cache
 from xml.sax.saxutils import escape
 
@@ -52,9 +50,8 @@ from reportlab.platypus import (
 )
 from reportlab.platypus.tableofcontents import TableOfContents
 
-from gpuportal.formatting import figure_text
-
 from .review_charts import chart_png, cjk_font_path
+from .review_parts import is_chinese, moment_text, number_text, plottable, text_width
 
 logger = logging.getLogger(__name__)
 
@@ -102,18 +99,10 @@ def font_name(language: str) -> str:
             return _registered_ttf(str(path))
         except (TTFError, OSError, ValueError) as error:  # a broken file: warn and fall back, never fail the pack
             logger.warning("review pack: cannot use the font %s (%s); falling back", path, error)
-    return _registered_cid() if language.lower().startswith("zh") else LATIN_FONT
+    return _registered_cid() if is_chinese(language) else LATIN_FONT
 
 
 # --- text -----------------------------------------------------------------------------------------------------
-
-
-def number_text(value) -> str:
-    """A figure for reading: thousands grouped in the document's language, floats to two decimals at most,
-    "—" for None; text as it is."""
-    if isinstance(value, float) and math.isfinite(value):
-        value = round(value, 2)
-    return figure_text(value)
 
 
 def value_with_unit(value, unit: str) -> str:
@@ -121,25 +110,6 @@ def value_with_unit(value, unit: str) -> str:
     if value is None:
         return "—"
     return f"{number_text(value)} {unit}".strip() if unit else number_text(value)
-
-
-def moment_text(value) -> str:
-    """An ISO datetime as "2026-11-01 08:00 UTC" (its own offset kept); other text as it is."""
-    try:
-        moment = datetime.fromisoformat(str(value))
-    except (TypeError, ValueError):
-        return str(value or "")
-    offset = moment.utcoffset()
-    if offset is None:
-        return f"{moment:%Y-%m-%d %H:%M}"
-    if not offset:
-        return f"{moment:%Y-%m-%d %H:%M} UTC"
-    zone = moment.strftime("%z")
-    return f"{moment:%Y-%m-%d %H:%M} UTC{zone[:3]}:{zone[3:]}"
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _markup(text) -> str:
@@ -233,7 +203,7 @@ def _paragraph(text, style: ParagraphStyle, **kwargs) -> Paragraph:
 
 def _styles(font: str, language: str) -> dict[str, ParagraphStyle]:
     """Paragraph styles in the document's font; Chinese text wraps between any two characters (no spaces)."""
-    wrap = "CJK" if language.lower().startswith("zh") else None
+    wrap = "CJK" if is_chinese(language) else None
     base = ParagraphStyle("body", fontName=font, fontSize=10, leading=14, spaceAfter=4, wordWrap=wrap)
 
     def style(name: str, **changes) -> ParagraphStyle:
@@ -250,7 +220,6 @@ def _styles(font: str, language: str) -> dict[str, ParagraphStyle]:
         "subheading": style("subheading", fontSize=12, leading=16, spaceBefore=10, spaceAfter=4, keepWithNext=1),
         "bullet": style("bullet", leftIndent=12, bulletIndent=2, spaceAfter=2),
         "cell": style("cell", fontSize=8, leading=10, spaceAfter=0),
-        "cell_number": style("cell_number", fontSize=8, leading=10, spaceAfter=0, alignment=TA_RIGHT),
         "header": style("header", fontSize=8, leading=10, spaceAfter=0),
         "header_number": style("header_number", fontSize=8, leading=10, spaceAfter=0, alignment=TA_RIGHT),
         "no_data": style("no_data", textColor=MUTED, spaceAfter=8),
@@ -421,22 +390,24 @@ class _Renderer:
     def chart(self, chart: dict) -> list:
         png = chart_png(chart, self.review.get("language", "en"))
         if png is None:
-            return [KeepTogether([_paragraph(chart.get("title", ""), self.styles["subheading"]),
-                                  _paragraph(_("No data"), self.styles["no_data"])])]
+            return self.no_data(chart.get("title", ""))
         return [Spacer(1, 4 * mm), Image(io.BytesIO(png), width=self.width, height=self.width * CHART_ASPECT)]
 
+    def no_data(self, title: str) -> list:
+        """A chart or table with nothing in it: its title and "No data", kept on one page."""
+        return [KeepTogether([_paragraph(title, self.styles["subheading"]),
+                              _paragraph(_("No data"), self.styles["no_data"])])]
+
     def data_table(self, table: dict) -> list:
-        story = [_paragraph(table.get("title", ""), self.styles["subheading"])]
         rows = table.get("rows") or []
-        if not rows:
-            return [KeepTogether([*story, _paragraph(_("No data"), self.styles["no_data"])])]
         columns = [str(c) for c in table.get("columns") or []]
-        width = max([len(columns), *(len(row) for row in rows)])
+        width = max([len(columns), *(len(row) for row in rows)]) if rows else 0
         if not width:
-            return [KeepTogether([*story, _paragraph(_("No data"), self.styles["no_data"])])]
+            return self.no_data(table.get("title", ""))
+        story = [_paragraph(table.get("title", ""), self.styles["subheading"])]
         columns += [""] * (width - len(columns))
-        numeric = [all(_is_number(row[i]) for row in rows if i < len(row) and row[i] is not None)
-                   and any(i < len(row) and _is_number(row[i]) for row in rows) for i in range(width)]
+        numeric = [all(plottable(row[i]) is not None for row in rows if i < len(row) and row[i] is not None)
+                   and any(i < len(row) and plottable(row[i]) is not None for row in rows) for i in range(width)]
         body = [[number_text(row[i]) if i < len(row) else "" for i in range(width)] for row in rows]
         return [*story, self.table(columns, body, numeric)]
 
@@ -493,11 +464,6 @@ WORD_CAP = 24
 LINE_CAP = 60
 
 
-def text_width(text: str) -> int:
-    """Characters a text takes on paper or in a spreadsheet column: CJK characters count double."""
-    return sum(2 if ord(char) > 0x2E7F else 1 for char in text)
-
-
 # --- entry point ----------------------------------------------------------------------------------------------
 
 
@@ -512,7 +478,7 @@ def render_pdf(review: dict) -> bytes:
         document = _ReviewDocTemplate(
             buffer, title=title, author=site, creator=site,
             subject=_("Monthly review %(month)s — %(scope)s") % {"month": review.get("month", ""), "scope": tenant},
-            lang="zh-Hans" if language.lower().startswith("zh") else language)
+            lang="zh-Hans" if is_chinese(language) else language)
         renderer = _Renderer(review, font, _styles(font, language), document.width)
         document.multiBuild(renderer.story(), canvasmaker=_footer_canvas(
             font, site, title, moment_text(review.get("generated_at"))))

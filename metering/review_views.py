@@ -10,18 +10,16 @@ from django.utils.cache import patch_cache_control
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
-from . import reports, review_formats, services
+from . import review_formats, services
 from .review import build_review
+from .views import month_or_404
 
 
 @login_required
 def review_pack(request, month, fmt, tenant=None):
     if fmt not in review_formats.FORMATS:
         raise Http404(_("No review pack as %(fmt)s: pdf or xlsx.") % {"fmt": fmt})
-    try:
-        month = reports.parse_month(month)
-    except ValueError as exc:
-        raise Http404(str(exc)) from None
+    month = month_or_404(month)
     scope = services.report_scope(request.user, tenant)
     review = build_review(month, scope, language=get_language())
     response = HttpResponse(review_formats.render(review, fmt),

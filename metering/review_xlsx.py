@@ -24,8 +24,7 @@ from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils import get_column_letter
 
-from .review_parts import chart_has_data
-from .review_pdf import moment_text, text_width
+from .review_parts import chart_has_data, moment_text, plottable, text_width
 
 MAX_SHEET_TITLE = 31
 #: Excel refuses these in a sheet's name; "History" is its own reserved name.
@@ -58,10 +57,6 @@ def sheet_title(title: str, used: set[str]) -> str:
     return candidate
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 class _SheetWriter:
     """Writes a sheet top to bottom, one block after another, remembering each column's widest value."""
 
@@ -73,7 +68,7 @@ class _SheetWriter:
 
     def cell(self, row: int, column: int, value, *, measure: bool = True, bold: bool = False):
         cell = self.sheet.cell(row=row, column=column)
-        if _is_number(value):
+        if plottable(value) is not None:
             cell.value = value
             cell.number_format = INT_FORMAT if isinstance(value, int) else FLOAT_FORMAT
             text = f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
@@ -101,7 +96,7 @@ class _SheetWriter:
     def pair(self, label: str, value, number_format: str | None = None) -> None:
         self.cell(self.row, 1, label, bold=True)
         cell = self.cell(self.row, 2, value, measure=False)
-        if number_format and _is_number(value):
+        if number_format and plottable(value) is not None:
             cell.number_format = number_format
         self.row += 1
 

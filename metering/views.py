@@ -19,7 +19,8 @@ def _csv_response(section, filename: str) -> HttpResponse:
     return response
 
 
-def _month(text: str):
+def month_or_404(text: str):
+    """``YYYY-MM`` from a URL as the month's first day; a 404 naming what is wrong otherwise."""
     try:
         return reports.parse_month(text)
     except ValueError as exc:
@@ -49,7 +50,7 @@ def render_report_page(request, month, tenant, data, snapshot=None):
 
 @login_required
 def monthly_report(request, month, tenant=None):
-    month = _month(month)
+    month = month_or_404(month)
     scope = services.report_scope(request.user, tenant)
     data, snapshot = reports.report_for(month, scope)
     return render_report_page(request, month, scope, data, snapshot)
@@ -57,7 +58,7 @@ def monthly_report(request, month, tenant=None):
 
 @login_required
 def report_csv(request, month, table, tenant=None):
-    month = _month(month)
+    month = month_or_404(month)
     scope = services.report_scope(request.user, tenant)
     data, _snapshot = reports.report_for(month, scope)
     section = presentation.section_by_name(presentation.report_sections(data), table)
@@ -69,7 +70,7 @@ def report_csv(request, month, table, tenant=None):
 @login_required
 @require_POST
 def report_regenerate(request, month, tenant=None):
-    month = _month(month)
+    month = month_or_404(month)
     scope = services.report_scope(request.user, tenant)
     reason = request.POST.get("reason", "")
     try:

@@ -20,8 +20,8 @@ from openpyxl import load_workbook
 from reportlab.pdfbase import pdfmetrics
 
 from metering.review_charts import chart_png
-from metering.review_parts import chart_has_data, figure
-from metering.review_pdf import break_lines, moment_text, number_text, render_pdf
+from metering.review_parts import chart_has_data, figure, moment_text, number_text
+from metering.review_pdf import break_lines, render_pdf
 from metering.review_xlsx import render_xlsx, sheet_title
 
 GROUP_TITLES = ["Resources", "Tasks", "Governance", "Improvements"]

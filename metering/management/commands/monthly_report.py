@@ -2,10 +2,10 @@
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from metering import reports
-from tenants.models import Tenant
+from metering.management.commands._options import month_option, tenant_option
 
 
 class Command(BaseCommand):
@@ -17,16 +17,8 @@ class Command(BaseCommand):
         parser.add_argument("--format", choices=["json", "text"], default="text")
 
     def handle(self, *args, **options):
-        try:
-            month = reports.parse_month(options["month"])
-        except ValueError as exc:
-            raise CommandError(f"--month: {exc}") from None
-        tenant = None
-        if options["tenant"]:
-            tenant = Tenant.objects.filter(name=options["tenant"]).first()
-            if tenant is None:
-                known = ", ".join(Tenant.objects.values_list("name", flat=True)) or "none"
-                raise CommandError(f"--tenant: no tenant {options['tenant']!r} (known: {known}).")
+        month = month_option(options["month"])
+        tenant = tenant_option(options["tenant"])
         data, _snapshot = reports.report_for(month, tenant)
         if options["format"] == "json":
             self.stdout.write(json.dumps(data, indent=2))

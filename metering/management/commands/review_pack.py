@@ -6,10 +6,9 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from metering import reports
+from metering.management.commands._options import month_option, tenant_option
 from metering.review import build_review
 from metering.review_formats import FORMATS, pdf_pages, render
-from tenants.models import Tenant
 
 
 class Command(BaseCommand):
@@ -24,22 +23,14 @@ class Command(BaseCommand):
                             help=f"One of {', '.join(code for code, _name in settings.LANGUAGES)}.")
 
     def handle(self, *args, **options):
-        try:
-            month = reports.parse_month(options["month"])
-        except ValueError as exc:
-            raise CommandError(f"--month: {exc}") from None
+        month = month_option(options["month"])
         fmt = options["format"]
         if fmt not in FORMATS:
             raise CommandError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}.")
         languages = [code for code, _name in settings.LANGUAGES]
         if options["language"] not in languages:
             raise CommandError(f"--language: {options['language']!r} is not one of {', '.join(languages)}.")
-        tenant = None
-        if options["tenant"]:
-            tenant = Tenant.objects.filter(name=options["tenant"]).first()
-            if tenant is None:
-                known = ", ".join(Tenant.objects.order_by("name").values_list("name", flat=True)) or "none"
-                raise CommandError(f"--tenant: no tenant {options['tenant']!r} (known: {known}).")
+        tenant = tenant_option(options["tenant"])
         started = time.monotonic()
         content = render(build_review(month, tenant, language=options["language"]), fmt)
         try:

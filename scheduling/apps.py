@@ -14,12 +14,15 @@ class SchedulingConfig(AppConfig):
         from audit.registry import audit_changes
         from fleet import occupancy, signals
 
-        from .models import Job, JobAllocation, JobGroup, JobQueueState, Reservation
+        from .models import Job, JobEvent, JobGroup, Reservation
         from .occupancy import JobOccupancy, mark_jobs_hit_by_fault, pass_after_capacity_change
 
         occupancy.register(JobOccupancy())
-        # Job writes that bypass save() (transitions in bulk, the pass's queue states) call data_changed themselves.
-        pagecache.watch(Job, JobAllocation, JobGroup, JobQueueState)
+        # Every change of a job writes a JobEvent: a note() (a hold, a longer runtime, a new task type — updates
+        # that bypass save()) starts a new generation through its event. Writes in bulk (transitions, imports, the
+        # pass's queue states) call data_changed themselves. Allocations and queue states are not watched: their
+        # changes come with a transition or a pass, and a delete listener would cost the pass Django's fast delete.
+        pagecache.watch(Job, JobEvent, JobGroup)
         signals.hardware_fault.connect(mark_jobs_hit_by_fault, dispatch_uid="scheduling-hardware-fault")
         signals.capacity_changed.connect(pass_after_capacity_change, dispatch_uid="scheduling-capacity-changed")
         audit_changes(Reservation, AuditAction.RESERVATION_CREATE, AuditAction.RESERVATION_CHANGE,

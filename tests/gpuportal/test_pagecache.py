@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from gpuportal import pagecache
-from scheduling import lifecycle
+from scheduling import job_actions, lifecycle
 from scheduling.models import Job, JobStatus, TaskType
 from tenants.models import PlatformRole, Project, Quota
 from tests.factories import PASSWORD
@@ -64,6 +64,17 @@ def test_dashboard_is_kept_until_a_job_changes(client, users, shared_cache):
     lifecycle.transition(job, JobStatus.CANCELLED, "cancelled by test")
     after_cancel, _n = _get(client, "/")
     assert after_cancel.content != after_submit.content  # no longer waiting: the row moved
+
+
+def test_api_job_list_follows_a_change_written_as_an_update_with_its_event(client, users, shared_cache):
+    """A new task type is an UPDATE (no save signal on the job): its timeline event starts the new generation."""
+    job = _job(users, "retyped")
+    client.login(username="alice", password="demo")
+    before, _n = _get(client, "/api/jobs/")
+    job_actions.change_task_type(job, TaskType.objects.get(code="training"), "approved as training")
+    after, _n = _get(client, "/api/jobs/")
+    rows = {row["name"]: row for row in after.json()["results"]}
+    assert after.json() != before.json() and rows["retyped"]["task_type"] == "training"
 
 
 def test_dashboard_follows_a_quota_change(client, users, shared_cache):

@@ -292,8 +292,9 @@ class _GpuCalendar:
         chosen = rng.sample([option for option in options if option[0] <= earliest], nodes)
         return earliest, [(node, gpus) for _at, node, gpus in sorted(chosen, key=lambda option: option[1].name)]
 
-    def hold(self, gpus: list[GPU], until: datetime) -> None:
-        self.free_at.update((gpu.pk, until) for gpu in gpus)
+    def hold(self, placements: list[tuple[Node, list[GPU]]], until: datetime) -> None:
+        """The GPUs of every node of an attempt are busy until it ends."""
+        self.free_at.update((gpu.pk, until) for _node, gpus in placements for gpu in gpus)
 
 
 def _attempt(job: Job, placements: list[tuple[Node, list[GPU]]], start_at: datetime, plan: dict,
@@ -373,15 +374,13 @@ def _history_job(users, rng, calendar: _GpuCalendar, task: TaskType, project: Pr
     if outcome == FailureCategory.TIMEOUT:
         run_plan["run_minutes"] = ran.total_seconds() / 60  # beyond its max runtime, which stops it
     job, ended = _attempt(job, placements, start_at, run_plan, utilization)
-    for _node, chosen in placements:
-        calendar.hold(chosen, ended)
+    calendar.hold(placements, ended)
     if job.status == JobStatus.QUEUED:  # retried by the rule of every executor: the rest of the run elsewhere
         start_at, placements = _place(calendar, rng, plan, ended + RETRY_WAIT, job.executor_state["avoid_nodes"])
         run_plan = {**plan_for(job), "outcome": "succeeded",
                     "run_minutes": round((ran - first_run).total_seconds()) / 60}
         ended = _attempt(job, placements, start_at, run_plan, utilization)[1]
-        for _node, chosen in placements:
-            calendar.hold(chosen, ended)
+        calendar.hold(placements, ended)
     return job
 
 

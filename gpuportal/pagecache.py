@@ -39,10 +39,13 @@ def enabled() -> bool:
 
 def generation() -> int:
     value = cache.get(GENERATION_KEY)
-    if value is None:
-        cache.add(GENERATION_KEY, _fresh_start(), timeout=None)
-        value = cache.get(GENERATION_KEY) or _fresh_start()
-    return value
+    return _restart() if value is None else value
+
+
+def _restart() -> int:
+    """Start an evicted (or never set) counter afresh, unless another process has just done so: theirs wins."""
+    fresh = _fresh_start()
+    return fresh if cache.add(GENERATION_KEY, fresh, timeout=None) else (cache.get(GENERATION_KEY) or fresh)
 
 
 def _fresh_start() -> int:
@@ -62,7 +65,7 @@ def _bump() -> None:
     try:
         cache.incr(GENERATION_KEY)
     except ValueError:  # the counter was evicted or never set: start it afresh
-        cache.add(GENERATION_KEY, _fresh_start(), timeout=None)
+        _restart()
     except Exception:  # the cache is down: entries expire within PAGE_CACHE["SECONDS"] anyway
         logger.warning("Could not bump the page-cache generation; cached pages expire on their own.", exc_info=True)
 

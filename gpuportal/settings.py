@@ -142,21 +142,20 @@ API_TOKENS = {
     "MAX_DAYS": int(os.environ.get("GPUPORTAL_API_TOKEN_MAX_DAYS", 365)),
     "LAST_USED_RESOLUTION_SECONDS": 60,
 }
+# The dashboard and the API job list are kept this many seconds per session and dropped at once when the data
+# under them changes (gpuportal.pagecache, issue 12 part 8) — only with a shared cache, which the web processes
+# and the workers all see; with the embedded per-process cache nothing is kept.
+PAGE_CACHE = {"SECONDS": 0}
 # DRF throttles count in the default cache: per process unless GPUPORTAL_CACHE_URL (redis://…) is set.
 if os.environ.get("GPUPORTAL_CACHE_URL"):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                           "LOCATION": os.environ["GPUPORTAL_CACHE_URL"]}}
-# The dashboard and the API job list are kept this many seconds per session and dropped at once when the data
-# under them changes (gpuportal.pagecache, issue 12 part 8) — only with a shared cache, which the web processes
-# and the workers all see; with the embedded per-process cache nothing is kept.
+    PAGE_CACHE = {"SECONDS": int(os.environ.get("GPUPORTAL_PAGE_CACHE_SECONDS", "10"))}
+    # Sessions read through the shared cache, written to both: one query less on every signed-in request.
+    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 # The largest form body a page takes (an acceptance screenshot of 5 MB and its note), refused with a 400 before
 # it is read (gpuportal.validation); the ingress's own body limit sits above it.
 MAX_FORM_BODY_BYTES = int(os.environ.get("GPUPORTAL_MAX_FORM_MB", "6")) * 2**20
-PAGE_CACHE = {"SECONDS": int(os.environ.get("GPUPORTAL_PAGE_CACHE_SECONDS", "10"))
-              if os.environ.get("GPUPORTAL_CACHE_URL") else 0}
-if os.environ.get("GPUPORTAL_CACHE_URL"):
-    # Sessions read through the shared cache, written to both: one query less on every signed-in request.
-    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 # --- end of issue 12, part 5 ---------------------------------------------------------------------------------
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"

@@ -20,13 +20,12 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from fleet.models import GPU, Cluster, Node
+from gpuportal.db import percentile
 from gpuportal.models import OperationalCounter
 from gpuportal.telemetry import label_text
 from scheduling.fragmentation_figures import fragmentation_now
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
 from tenants.models import Quota
-
-from .reports import percentile
 
 #: Every family ``/metrics`` exports: name -> (Prometheus type, help). The one list the Grafana dashboard and the
 #: alerting rules under ``deploy/`` are checked against (tests/deploy/test_observability.py), so a name used

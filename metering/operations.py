@@ -17,13 +17,14 @@ from django.utils.translation import gettext as _
 
 from fleet.models import NodeEvent
 from gpuportal.dates import day_start, local_day
+from gpuportal.db import percentile
 from scheduling.fragmentation_figures import WORKLOAD_DAYS, fragmentation_now
 from scheduling.models import Job, JobStatus
 from tenants.models import Membership, PlatformRole
 
 from .models import CapacityDaily, JobFact, UsageDaily
 from .presentation import Section, advice_section, bars, lines_by
-from .reports import _capacity, percentile, recommendations
+from .reports import _capacity, recommendations
 
 WINDOW_CHOICES = (7, 30, 90)
 

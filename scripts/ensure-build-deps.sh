@@ -13,6 +13,8 @@ include="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"
 [ -n "$include" ] && [ ! -f "$include/Python.h" ] && packages+=(python3-dev)
 if [ "${1:-}" = "--test-servers" ]; then
   packages+=(slapd ldap-utils gettext)  # gettext: makemessages and msgfmt in tests/i18n
+  # poppler-utils reads the review pack's PDF back in its tests; WenQuanYi Micro Hei sets its Chinese text
+  packages+=(poppler-utils fonts-wqy-microhei)
 fi
 missing=()
 for package in "${packages[@]}"; do

@@ -3,6 +3,7 @@ fault means for the jobs it hits. Registered in ``SchedulingConfig.ready()``."""
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -55,14 +56,18 @@ def mark_jobs_hit_by_fault(sender, category: str, reason: str, node: Node, gpu_i
     """Attach the fault to every active job on the node (or GPU) as evidence for its failure diagnosis."""
     allocations = _active_allocations()
     allocations = allocations.filter(gpu_id=gpu_id) if gpu_id else allocations.filter(gpu__node_id=node.pk)
-    jobs = Job.objects.filter(pk__in=allocations.values("job_id"))
-    for job in jobs:
-        fault = {"category": category, "node": node.name, "gpu_id": gpu_id, "message": reason,
-                 "evidence": evidence, "at": at.isoformat()}
-        lifecycle.note(job, JobEvent.Kind.FAULT, _("%(category)s on %(node)s: %(reason)s") % {
-            "category": FailureCategory(category).label, "node": node.name, "reason": reason}, data=fault, at=at)
-        Job.objects.filter(pk=job.pk).update(executor_state={**job.executor_state, "fault": fault})
-    return len(jobs)
+    job_ids = sorted(set(allocations.values_list("job_id", flat=True)))
+    fault = {"category": category, "node": node.name, "gpu_id": gpu_id, "message": reason,
+             "evidence": evidence, "at": at.isoformat()}
+    for job_id in job_ids:
+        # merged into the state read under the row's lock: a status sync may have recorded a server (or a
+        # retry its avoided nodes) since the allocations were read, and a stale copy would erase it
+        with transaction.atomic():
+            job = Job.objects.select_for_update().get(pk=job_id)
+            lifecycle.note(job, JobEvent.Kind.FAULT, _("%(category)s on %(node)s: %(reason)s") % {
+                "category": FailureCategory(category).label, "node": node.name, "reason": reason}, data=fault, at=at)
+            Job.objects.filter(pk=job.pk).update(executor_state={**(job.executor_state or {}), "fault": fault})
+    return len(job_ids)
 
 
 def pass_after_capacity_change(sender, node: Node, **kwargs) -> None:

@@ -24,6 +24,7 @@ import re
 from dataclasses import replace
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
@@ -34,7 +35,7 @@ from gpuportal.formatting import duration_text
 from gpuportal.phrases import Phrase
 
 from ..job_tokens import notebook_token
-from ..models import LONG_RUNNING_KINDS, FailureCategory, JobStatus, WorkloadKind
+from ..models import LONG_RUNNING_KINDS, FailureCategory, JobGroup, JobStatus, WorkloadKind
 from . import simulated_log, simulated_serving
 from .base import Executor, ExecutorUpdate, LiveState
 from .kubernetes.diagnosis import Diagnosis, PodState, diagnose
@@ -131,7 +132,13 @@ class SimulatedExecutor(Executor):
 
     def _observe_serving(self, job, now, plan: dict) -> ExecutorUpdate | None:
         """Start the server once the image is pulled; then keep it up: a notebook whose server died fails, a
-        replica's is restarted (counted) as a Deployment would."""
+        replica's is restarted (counted) as a Deployment would.
+
+        Level-triggered, as Kubernetes' controllers are: ``job`` may be a copy read before a cancel, a stop of its
+        service or another sync's start, so a server is started only under the job's row lock, when the row read
+        fresh under it still says it should run (``_wanted_state``), and is recorded in that same transaction: a
+        stopped service or a cancelled job never gets a new server, and a second sync finds the one the first
+        started instead of starting another."""
         state = job.executor_state
         if state.get("fault"):
             return self._serving_failed(job, FailureCategory(state["fault"]["category"]), _("Lost its hardware."))
@@ -140,7 +147,16 @@ class SimulatedExecutor(Executor):
             if not dispatched or (now - parse_datetime(dispatched)).total_seconds() < plan["pull_seconds"] * \
                     simulated_log.time_scale(job):
                 return None
-            serving = simulated_serving.start(job, 0, plan["ready_seconds"], plan["crash_seconds"])
+            with transaction.atomic():
+                fresh = self._wanted_state(job, JobStatus.DISPATCHING)
+                if fresh is None:
+                    return None
+                serving = fresh.get("serving")
+                if not serving:  # nobody started it yet; whichever sync moves the job on, this is its server
+                    serving = simulated_serving.start(job, 0, plan["ready_seconds"], plan["crash_seconds"])
+                    fresh = {**fresh, "serving": serving}
+                    type(job).objects.filter(pk=job.pk).update(executor_state=fresh)
+                job.executor_state = fresh  # the transition saves the fresh state, not the copy read before
             if not serving["port"]:
                 return self._serving_failed(job, FailureCategory.EXIT_CODE, _("The server did not start."), serving)
             nodes = ", ".join(sorted({a.gpu.node.name for a in job.allocations.all() if a.released_at is None}))
@@ -158,15 +174,39 @@ class SimulatedExecutor(Executor):
             return None
         if job.kind == WorkloadKind.NOTEBOOK:
             return self._serving_failed(job, FailureCategory.EXIT_CODE, _("The notebook server exited."))
-        restarted = simulated_serving.start(job, serving.get("restarts", 0) + 1, plan["ready_seconds"],
-                                            plan["crash_seconds"])
-        job.executor_state = {**state, "serving": restarted}
-        type(job).objects.filter(pk=job.pk).update(executor_state=job.executor_state)
+        with transaction.atomic():
+            fresh = self._wanted_state(job, JobStatus.RUNNING)
+            if fresh is None:
+                return None
+            current = fresh.get("serving") or {}
+            if _server_of(current) != _server_of(serving):  # another sync restarted it already: that one serves
+                job.executor_state = fresh
+                return None
+            restarted = simulated_serving.start(job, current.get("restarts", 0) + 1, plan["ready_seconds"],
+                                                plan["crash_seconds"])
+            job.executor_state = {**fresh, "serving": restarted}
+            type(job).objects.filter(pk=job.pk).update(executor_state=job.executor_state)
         return None
+
+    @staticmethod
+    def _wanted_state(job, status: str) -> dict | None:
+        """The job's executor state, read under its row lock (held until the caller's transaction ends), while the
+        row still says its server should run: ``status`` in the same attempt, no fault, not a replica of a stopped
+        service. None when it should not (cancelled, scaled down, stopped, failed or retried meanwhile)."""
+        row = (type(job).objects.select_for_update().filter(pk=job.pk)
+               .values_list("status", "retry_count", "group_id", "executor_state").first())
+        if row is None:
+            return None
+        status_now, attempt, group_id, state = row[0], row[1], row[2], dict(row[3] or {})
+        if status_now != status or attempt != job.retry_count or state.get("fault"):
+            return None
+        if group_id is not None and JobGroup.objects.filter(pk=group_id, stopped_at__isnull=False).exists():
+            return None  # stop_service marks the service stopped before it cancels the replicas one by one
+        return state
 
     def _serving_failed(self, job, category: str, message: str, serving: dict | None = None) -> ExecutorUpdate:
         serving = serving or job.executor_state.get("serving") or {}
-        simulated_serving.stop(serving)
+        _stop_servers(job, serving)
         advice = (_("Open the job's log for the server's last lines; clone the job to start it again.")
                   if category == FailureCategory.EXIT_CODE else "")
         diagnosis = Diagnosis(category, message, advice, exit_code=1 if category == FailureCategory.EXIT_CODE
@@ -221,8 +261,26 @@ class SimulatedExecutor(Executor):
 
     def stop(self, job, reason: str = "") -> None:
         """Batch jobs: nothing runs for real, the cancellation itself is the record. A notebook's or replica's
-        server is stopped."""
-        simulated_serving.stop((job.executor_state or {}).get("serving") or {})
+        server is stopped, the one recorded on its row too (``_stop_servers``)."""
+        _stop_servers(job, (job.executor_state or {}).get("serving") or {})
+
+
+def _server_of(serving: dict) -> tuple:
+    """What tells one started server from another (each start has its own process and pid file)."""
+    return serving.get("pid"), serving.get("pid_file")
+
+
+def _stop_servers(job, serving: dict) -> None:
+    """Stop ``serving`` and the server recorded on the job's row for the same attempt: ``job`` may be a copy read
+    before a sync recorded the server it started (a cancel racing with the start), and that server must not
+    outlive the attempt."""
+    simulated_serving.stop(serving)
+    if job.kind not in LONG_RUNNING_KINDS:
+        return
+    stored = (type(job).objects.filter(pk=job.pk, retry_count=job.retry_count)
+              .values_list("executor_state", flat=True).first() or {}).get("serving") or {}
+    if stored and _server_of(stored) != _server_of(serving):
+        simulated_serving.stop(stored)
 
 
 def _pod(run, index: int, node: str, category: str, failing: int, fault: dict | None) -> PodState:

@@ -33,6 +33,7 @@ class AuditAction(models.TextChoices):
     JOB_PREEMPT = "job.preempt", _("Job preempted")
     JOB_CANCEL = "job.cancel", _("Job cancelled by someone else")
     JOB_RECLAIM = "job.reclaim", _("Idle job reclaimed")
+    JOB_CLEAR_AVOIDANCE = "job.clear_avoidance", _("Job's node avoidance cleared")
     CLUSTER_CHANGE = "cluster.change", _("Cluster changed")
     NODE_ADMIN = "node.admin", _("Node administration")
     TOKEN_ISSUE = "token.issue", _("Agent token issued")

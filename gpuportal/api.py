@@ -8,7 +8,8 @@ What each status means, on every operation (and so in the schema):
   is not a JSON object, text that cannot be stored (NUL, lone surrogates), a number that is not finite.
 * **422** the request matches the schema but a rule the schema cannot express refuses it: a name that does
   not exist, more GPUs than the fleet's nodes have, an end before its start, a job that has already ended.
-* **409** an identical object was created at the same moment by another request (a unique constraint).
+* **409** an identical object was created at the same moment by another request (a unique constraint), or the
+  object is no longer in a state the action applies to (a hold on a job that was admitted meanwhile).
 * **401** no or a bad credential; **403** a role that does not allow it; **404** nothing of that id among
   what the caller may see (or a page past the last); **415** a body that is not JSON; **429** throttled.
 
@@ -33,6 +34,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from .conflicts import StateConflict
 from .validation import RFC3339_DATE, RFC3339_DATETIME, whole_number
 
 logger = logging.getLogger(__name__)
@@ -58,7 +60,8 @@ class Unprocessable(exceptions.APIException):
 
 
 class Conflict(exceptions.APIException):
-    """409: an identical object was created at the same moment (a unique constraint)."""
+    """409: an identical object was created at the same moment (a unique constraint), or the object left the
+    state the action applies to (``gpuportal.conflicts.StateConflict``)."""
 
     status_code = status.HTTP_409_CONFLICT
     default_detail = gettext_lazy("The object already exists.")
@@ -289,8 +292,11 @@ def exception_handler(exc, context):
 
     The services shared with the pages raise Django's ValidationError after the request matched its schema,
     so it is a 422 keyed by field; a unique constraint broken by a concurrent identical request is a 409
-    naming the unique fields; anything unexpected is logged and answered with a plain 500 body."""
-    if isinstance(exc, DjangoValidationError):
+    naming the unique fields, as is an action on an object that moved meanwhile (StateConflict); anything
+    unexpected is logged and answered with a plain 500 body."""
+    if isinstance(exc, StateConflict):
+        exc = Conflict(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages})
+    elif isinstance(exc, DjangoValidationError):
         exc = Unprocessable(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages})
     elif isinstance(exc, IntegrityError) and (fields := _unique_fields(exc)) is not None:
         message = _("Created at the same moment by another request: %(fields)s must be unique.") % {

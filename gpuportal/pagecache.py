@@ -12,6 +12,10 @@ health in bulk, the clock moving relative times along) is bounded by the entry's
 Answers are kept per session (a page carries that session's CSRF token and the person's name), language and
 time zone, and only for successful GETs that showed no one-time message. Without a shared cache (the
 embedded demo's per-process memory) nothing is kept: a worker's change could not reach the web processes.
+
+The cache is never needed for a correct answer: when it is unreachable (gpuportal.cache answers every operation
+as a miss then) pages are rendered afresh and nothing is kept, and a change whose new generation could not be
+started neither fails its transaction nor the request that made it.
 """
 
 from __future__ import annotations
@@ -37,15 +41,18 @@ def enabled() -> bool:
     return settings.PAGE_CACHE["SECONDS"] > 0
 
 
-def generation() -> int:
+def generation() -> int | None:
+    """The current data generation; None when the cache keeps none (it is unreachable): nothing may be kept."""
     value = cache.get(GENERATION_KEY)
     return _restart() if value is None else value
 
 
-def _restart() -> int:
-    """Start an evicted (or never set) counter afresh, unless another process has just done so: theirs wins."""
+def _restart() -> int | None:
+    """Start an evicted (or never set) counter afresh, unless another process has just done so: theirs wins.
+    None when neither was kept: the cache is unreachable, and an answer kept under an invented generation would
+    only be junk written to it."""
     fresh = _fresh_start()
-    return fresh if cache.add(GENERATION_KEY, fresh, timeout=None) else (cache.get(GENERATION_KEY) or fresh)
+    return fresh if cache.add(GENERATION_KEY, fresh, timeout=None) else cache.get(GENERATION_KEY)
 
 
 def _fresh_start() -> int:
@@ -62,19 +69,26 @@ def data_changed() -> None:
 
 
 def _bump() -> None:
+    """Runs after a commit, among that transaction's other commit hooks: it must not raise, or the hooks after
+    it (a pass asked for, a notification) would not run and the caller would see an error for a change that is
+    stored."""
     try:
-        cache.incr(GENERATION_KEY)
-    except ValueError:  # the counter was evicted or never set: start it afresh
-        _restart()
+        try:
+            cache.incr(GENERATION_KEY)
+        except ValueError:  # the counter was evicted or never set (or the cache is unreachable): start afresh
+            _restart()
     except Exception:  # the cache is down: entries expire within PAGE_CACHE["SECONDS"] anyway
         logger.warning("Could not bump the page-cache generation; cached pages expire on their own.", exc_info=True)
 
 
-def _key(request, name: str) -> str:
+def _key(request, name: str) -> str | None:
+    current = generation()
+    if current is None:
+        return None
     person = "|".join((request.session.session_key or "", request.COOKIES.get(settings.CSRF_COOKIE_NAME, ""),
                        str(request.user.pk), request.get_full_path(), request.headers.get("Accept", "")))
     digest = hashlib.sha256(person.encode()).hexdigest()[:32]
-    return f"page:{name}:{generation()}:{translation.get_language()}:{timezone.get_current_timezone_name()}:{digest}"
+    return f"page:{name}:{current}:{translation.get_language()}:{timezone.get_current_timezone_name()}:{digest}"
 
 
 def _lookup(request, name: str):
@@ -84,7 +98,7 @@ def _lookup(request, name: str):
         return None, None
     try:
         key = _key(request, name)
-        return key, cache.get(key)
+        return key, (cache.get(key) if key else None)
     except Exception:  # the cache is down: answer as if there were none
         logger.warning("Page cache unavailable; answering %s afresh.", name, exc_info=True)
         return None, None
@@ -105,7 +119,7 @@ def cached_page(request, name: str, render) -> HttpResponse:
     shown_messages = getattr(request, "_messages", None)
     if (key and response.status_code == 200 and not response.streaming and not response.cookies
             and not getattr(shown_messages, "used", False)):
-        cache.set(key, (response.content, response["Content-Type"]), settings.PAGE_CACHE["SECONDS"])
+        _keep(key, (response.content, response["Content-Type"]))
     return response
 
 
@@ -117,8 +131,16 @@ def cached_api(request, name: str, respond) -> Response:
         return Response(kept)
     response = respond()
     if key and response.status_code == 200:
-        cache.set(key, response.data, settings.PAGE_CACHE["SECONDS"])
+        _keep(key, response.data)
     return response
+
+
+def _keep(key: str, value) -> None:
+    """Store an answer; one that cannot be stored is simply not kept (the page was answered already)."""
+    try:
+        cache.set(key, value, settings.PAGE_CACHE["SECONDS"])
+    except Exception:
+        logger.warning("Page cache unavailable; the answer is not kept.", exc_info=True)
 
 
 def _changed(sender, **kwargs) -> None:

@@ -33,8 +33,8 @@ ERROR_DESCRIPTIONS = {
     "403": "Signed in, but your role does not allow this (a session request also needs its CSRF token).",
     "404": "Nothing of that id among what you may see (another tenant's object answers 404 too), or a page past "
            "the last.",
-    "409": "An identical object was created at the same moment by another request; the fields named make it "
-           "unique.",
+    "409": "An identical object was created at the same moment by another request (the fields named make it "
+           "unique), or the object is no longer in a state this action applies to (the message names its state).",
     "415": "The body is not JSON: send Content-Type: application/json.",
     "422": "The request matches the schema, but a rule the schema cannot express refuses it (a name that does "
            "not exist, more GPUs than the fleet has, an end before its start, a job that has already ended); "

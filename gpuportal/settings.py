@@ -147,9 +147,15 @@ API_TOKENS = {
 # and the workers all see; with the embedded per-process cache nothing is kept.
 PAGE_CACHE = {"SECONDS": 0}
 # DRF throttles count in the default cache: per process unless GPUPORTAL_CACHE_URL (redis://…) is set.
+# The shared cache is a speed-up, never a dependency (gpuportal/cache.py): an operation that gets no answer
+# within GPUPORTAL_CACHE_TIMEOUT seconds is a miss (throttles let the request through, sessions come from the
+# database, pages are rendered afresh), and the process then leaves the cache alone for a second.
 if os.environ.get("GPUPORTAL_CACHE_URL"):
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": os.environ["GPUPORTAL_CACHE_URL"]}}
+    _CACHE_TIMEOUT = float(os.environ.get("GPUPORTAL_CACHE_TIMEOUT", "0.25"))
+    CACHES = {"default": {"BACKEND": "gpuportal.cache.ResilientRedisCache",
+                          "LOCATION": os.environ["GPUPORTAL_CACHE_URL"],
+                          "OPTIONS": {"socket_timeout": _CACHE_TIMEOUT, "socket_connect_timeout": _CACHE_TIMEOUT},
+                          "RETRY_SECONDS": 1.0}}
     PAGE_CACHE = {"SECONDS": int(os.environ.get("GPUPORTAL_PAGE_CACHE_SECONDS", "10"))}
     # Sessions read through the shared cache, written to both: one query less on every signed-in request.
     SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
@@ -247,6 +253,23 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_TIMEOUT = float(os.environ.get("GPUPORTAL_BROKER_TIMEOUT", 2))
+# A message stays in Redis, unacknowledged, while its task runs. When the worker dies (SIGKILL, OOM, a lost
+# node) Redis hands it to another worker once it has been unacknowledged for the visibility timeout (kombu's
+# default: an hour); workers look for such messages every 10 s. So every task has a time limit below that
+# timeout: a task still running when it ran out would be handed out again and run twice at once. The check
+# after KUBERNETES (it sets the watch's own limit) refuses a configuration that breaks the rule. Long work raises
+# GPUPORTAL_VISIBILITY_TIMEOUT together with GPUPORTAL_TASK_TIME_LIMIT; one Redis database has one timeout for
+# every queue, since any worker restores any queue's messages.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": float(os.environ.get("GPUPORTAL_VISIBILITY_TIMEOUT", 100)),
+    "unacked_restore_interval": 10,
+    "unacked_restore_throttle": 1,  # scan at every interval (kombu's default scans every tenth)
+    "unacked_mutex_expire": 30,  # a worker killed during a scan blocks the next ones this long, not 5 minutes
+}
+# Hard limit (the worker process running the task is killed) and soft limit (the task gets an exception and
+# its transaction rolls back first). A pass, a dispatch batch, a rollup or a poll cycle takes seconds.
+CELERY_TASK_TIME_LIMIT = float(os.environ.get("GPUPORTAL_TASK_TIME_LIMIT", 75))
+CELERY_TASK_SOFT_TIME_LIMIT = 0.9 * CELERY_TASK_TIME_LIMIT
 # The reconciler (scheduling/reconcile.py): how long a job may stay admitted or dispatching before it is
 # repaired, and how often it runs.
 RECONCILE = {
@@ -262,6 +285,12 @@ SCHEDULER = {
     "PASS_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_PASS_INTERVAL", 10)),
     "SYNC_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_SYNC_INTERVAL", 5)),
     "POLL_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_POLL_INTERVAL", 15)),
+    # A retry avoids the nodes its earlier attempts failed on; after this many hours a node that is schedulable
+    # again (repaired: healthy, not cordoned) is tried again.
+    "AVOID_NODE_HOURS": float(os.environ.get("GPUPORTAL_AVOID_NODE_HOURS", 24)),
+    # A job that avoids every node that could hold it fails at the next pass (its attempts say why); "1" keeps
+    # it waiting with that reason instead, until the avoidance expires or an admin clears it.
+    "WAIT_WHEN_ALL_NODES_AVOIDED": os.environ.get("GPUPORTAL_WAIT_WHEN_ALL_NODES_AVOIDED", "0") == "1",
 }
 # Node agents: how they are polled and when a node or GPU changes health.
 AGENTS = {
@@ -316,6 +345,29 @@ KUBERNETES = {
     "INGRESS_CLASS": os.environ.get("GPUPORTAL_INGRESS_CLASS", ""),
     "INGRESS_TLS_SECRET": os.environ.get("GPUPORTAL_INGRESS_TLS_SECRET", ""),
 }
+# Celery time limits: the watch follows pod events for WATCH_SECONDS, so its limits follow that setting.
+CELERY_TASK_ANNOTATIONS = {"scheduling.tasks.watch_kubernetes": {
+    "soft_time_limit": KUBERNETES["WATCH_SECONDS"] + 10, "time_limit": KUBERNETES["WATCH_SECONDS"] + 15}}
+
+
+def _check_task_time_limits() -> None:
+    """Refuse to start with a task whose time limit is not below the broker's visibility timeout: such a task,
+    still running when the timeout ran out, would be handed to a second worker and run twice at once."""
+    visibility = CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+    limits = {"default": (CELERY_TASK_SOFT_TIME_LIMIT, CELERY_TASK_TIME_LIMIT)}
+    for name, given in CELERY_TASK_ANNOTATIONS.items():
+        limits[name] = (given.get("soft_time_limit", CELERY_TASK_SOFT_TIME_LIMIT),
+                        given.get("time_limit", CELERY_TASK_TIME_LIMIT))
+    for task, (soft, hard) in limits.items():
+        if not 0 < soft < hard < visibility:
+            raise ImproperlyConfigured(
+                f"Celery task time limits ({task}: soft {soft:g} s, hard {hard:g} s) must be positive, the soft one "
+                f"below the hard one and both below the broker's visibility timeout ({visibility:g} s): raise "
+                "GPUPORTAL_VISIBILITY_TIMEOUT, or lower GPUPORTAL_TASK_TIME_LIMIT (or GPUPORTAL_K8S_WATCH_SECONDS)")
+
+
+_check_task_time_limits()
+
 # The portal's address as the pods see it (progress reports); also used in notification mails.
 PORTAL_URL = os.environ.get("GPUPORTAL_URL", "http://127.0.0.1:8000")
 

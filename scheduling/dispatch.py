@@ -29,8 +29,8 @@ from .executors import executor_for
 from .models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobStatus
 
 logger = logging.getLogger(__name__)
-#: Keys of the executor state that outlive one attempt (its failures, nodes to avoid, the checkpoint).
-KEPT_STATE = ("attempts", "avoid_nodes", "resume_from")
+#: Keys of the executor state that outlive one attempt (its failures, nodes to avoid and since when, the checkpoint).
+KEPT_STATE = ("attempts", "avoid_nodes", "avoid_since", "resume_from")
 
 
 def fail_dispatch(job: Job, exc: Exception) -> int:

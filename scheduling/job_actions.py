@@ -16,13 +16,15 @@ from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
+from fleet.models import Node
+from gpuportal.conflicts import StateConflict
 from gpuportal.phrases import Phrase
 from tenants import access
 
 from . import lifecycle
 from .executors import executor_for
 from .lifecycle import note
-from .models import ACTIVE_STATUSES, Job, JobEvent, JobStatus, Reservation, TaskType
+from .models import ACTIVE_STATUSES, WAITING_STATUSES, Job, JobEvent, JobStatus, Reservation, TaskType
 from .tasks import request_scheduling_pass
 
 
@@ -88,24 +90,61 @@ def reclaim_job(job: Job, reason: str, at, data: dict) -> None:
 
 def set_hold(user, job: Job, hold: bool) -> Job:
     """Hold a waiting job (it keeps its place but is not started) or release it. Owners hold as "user";
-    tenant and platform admins as "admin"; only an admin releases an admin hold."""
+    tenant and platform admins as "admin"; only an admin releases an admin hold.
+
+    The job's row is locked and read afresh before anything is decided: a scheduling pass admits only jobs that
+    are still queued and not held, under the same lock (``lifecycle.transition_many``), so a hold and an
+    admission racing on one job are serialised — the hold wins if it locks first, else it is refused with the
+    state the pass moved the job to (a ``StateConflict``, 409 in the API), never answered "held" for a job that
+    starts anyway."""
     if not access.can_manage_job(user, job.tenant_id, job.owner_id):
         raise PermissionDenied(_("You may not hold or release this job."))
-    if not job.is_waiting:
-        raise ValidationError({"status": _("Only a waiting job can be held or released (job #%(id)d is %(s)s).")
-                               % {"id": job.pk, "s": job.get_status_display()}})
     is_admin = job.owner_id != user.pk or access.for_user(user).platform_admin
-    if not hold and job.held_by == "admin" and not (access.for_user(user).platform_admin or access.has_role(
-            user, job.tenant_id, {"tenant_admin"})):
-        raise PermissionDenied(_("An admin hold can only be released by an admin."))
-    new = ("admin" if is_admin else "user") if hold else ""
     with transaction.atomic():
+        locked = Job.objects.select_for_update().only("status", "held_by").get(pk=job.pk)
+        if locked.status not in WAITING_STATUSES:
+            raise StateConflict({"status": _(
+                "Only a waiting job can be held or released; job #%(id)d is %(s)s now.") % {
+                "id": job.pk, "s": locked.get_status_display()}})
+        if not hold and locked.held_by == "admin" and not (access.for_user(user).platform_admin or access.has_role(
+                user, job.tenant_id, {"tenant_admin"})):
+            raise PermissionDenied(_("An admin hold can only be released by an admin."))
+        new = ("admin" if is_admin else "user") if hold else ""
         Job.objects.filter(pk=job.pk).update(held_by=new)
+        job.refresh_from_db(fields=["status", "held_by"])  # the timeline says the state it was held in
         note(job, JobEvent.Kind.HOLD, Phrase(gettext_noop("Held by %(user)s.") if hold
                                              else gettext_noop("Released by %(user)s."), {"user": user.get_username()}),
-             actor=user)
+             actor=user, data={"held_by": new})
         request_scheduling_pass()
-    job.held_by = new
+    return job
+
+
+def clear_avoidance(user, job: Job) -> Job:
+    """Let a waiting job run again on the nodes its earlier attempts failed on (a platform admin who knows the
+    nodes are repaired; without this the avoidance lasts ``SCHEDULER["AVOID_NODE_HOURS"]``). Audited: it
+    overrides a rule the portal applied to protect the job."""
+    if not access.for_user(user).platform_admin:
+        raise PermissionDenied(_("Only a platform admin may clear a job's node avoidance."))
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().only("status", "executor_state").get(pk=job.pk)
+        if locked.status not in WAITING_STATUSES:
+            raise StateConflict({"status": _(
+                "Only a waiting job's node avoidance can be cleared; job #%(id)d is %(s)s now.") % {
+                "id": job.pk, "s": locked.get_status_display()}})
+        state = dict(locked.executor_state or {})
+        before = state.get("avoid_nodes", [])
+        if not before:
+            raise ValidationError({"avoid_nodes": _("Job #%(id)d avoids no node.") % {"id": job.pk}})
+        names = ", ".join(sorted(Node.objects.filter(pk__in=before).values_list("name", flat=True)))
+        state.update(avoid_nodes=[], avoid_since={})
+        Job.objects.filter(pk=job.pk).update(executor_state=state)
+        job.refresh_from_db(fields=["status", "executor_state"])
+        note(job, JobEvent.Kind.RETRY, Phrase(gettext_noop(
+            "%(user)s cleared the node avoidance: it may run on %(nodes)s again."), {
+            "user": user.get_username(), "nodes": names}), actor=user, data={"avoided": before})
+        audit.record(AuditAction.JOB_CLEAR_AVOIDANCE, job, actor=user, before={"avoid_nodes": before},
+                     after={"avoid_nodes": []})
+        request_scheduling_pass()
     return job
 
 

@@ -32,7 +32,8 @@ S = JobStatus
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     "": frozenset({S.PENDING, S.QUEUED}),
     S.PENDING: frozenset({S.QUEUED, S.CANCELLED}),
-    S.QUEUED: frozenset({S.ADMITTED, S.CANCELLED}),
+    # -> failed: every node that could hold it failed it before (the pass ends it rather than keep it waiting)
+    S.QUEUED: frozenset({S.ADMITTED, S.CANCELLED, S.FAILED}),
     # -> queued: an attempt failed for an infrastructure reason and the job is retried (see executors)
     S.ADMITTED: frozenset({S.DISPATCHING, S.FAILED, S.CANCELLED, S.PREEMPTED, S.QUEUED}),
     S.DISPATCHING: frozenset({S.RUNNING, S.FAILED, S.CANCELLED, S.PREEMPTED, S.QUEUED}),
@@ -90,10 +91,19 @@ def import_jobs(jobs: list[Job], status: str, reason: str) -> list[Job]:
     return created
 
 
-def still_in(jobs: list[Job], status: str) -> list[Job]:
-    """The jobs that are still in ``status``, their rows locked until the transaction ends: a cancel racing
-    with a pass or a dispatch waits for it and then acts on what it did, and nobody else is rolled back."""
-    ids = set(Job.objects.select_for_update().filter(pk__in=[job.pk for job in jobs], status=status)
+def _movable(ids: list[int], from_status: str, to_status: str):
+    """The rows of ``ids`` that may make this move now: still in ``from_status`` and, for an admission, not held
+    (a hold written after the pass's snapshot wins over the pass's decision; ``job_actions.set_hold`` takes the
+    same row lock)."""
+    rows = Job.objects.filter(pk__in=ids, status=from_status)
+    return rows.filter(held_by="") if to_status == S.ADMITTED else rows
+
+
+def still_in(jobs: list[Job], status: str, to_status: str = "") -> list[Job]:
+    """The jobs that are still in ``status`` (and may move to ``to_status``), their rows locked until the
+    transaction ends: a cancel or a hold racing with a pass or a dispatch waits for it and then acts on what it
+    did, and nobody else is rolled back."""
+    ids = set(_movable([job.pk for job in jobs], status, to_status).select_for_update()
               .values_list("pk", flat=True))
     return [job for job in jobs if job.pk in ids]
 
@@ -103,7 +113,7 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
     """Move many jobs that share a status to ``to_status`` in one compare-and-set UPDATE, with one event
     each (``reasons`` and ``data`` by job id). Raises InvalidTransition if any of them moved meanwhile, so
     the caller's transaction rolls back as a whole; with ``skip_moved`` the jobs that moved meanwhile (a
-    cancel) are left alone and the others move: the events returned say which."""
+    cancel, or a hold before an admission) are left alone and the others move: the events returned say which."""
     if not jobs:
         return []
     from_status = jobs[0].status
@@ -117,11 +127,11 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
         updates.setdefault("finished_at", at)
     with transaction.atomic():
         if skip_moved:
-            jobs = still_in(jobs, from_status)
+            jobs = still_in(jobs, from_status, to_status)
             if not jobs:
                 return []
         ids = [job.pk for job in jobs]
-        if Job.objects.filter(pk__in=ids, status=from_status).update(**updates, last_updated=at) != len(ids):
+        if _movable(ids, from_status, to_status).update(**updates, last_updated=at) != len(ids):
             raise InvalidTransition(f"some of jobs {ids[:5]}… are no longer {from_status}")
         if from_status in (S.PENDING, S.QUEUED) and to_status not in (S.PENDING, S.QUEUED):
             JobQueueState.objects.filter(job_id__in=ids).delete()
@@ -160,15 +170,18 @@ def fail_or_retry(job: Job, diagnosis: dict, *, reason: str = "", at=None) -> Jo
                           exit_code=diagnosis.get("exit_code"),
                           executor_state={**state, "attempts": attempts, "diagnosis": diagnosis})
     avoid = set(state.get("avoid_nodes", []))
+    since = dict(state.get("avoid_since", {}))  # node id (text: JSON keys) -> when it was last avoided
     if diagnosis.get("node"):
-        avoid.update(Node.objects.filter(name=diagnosis["node"]).values_list("pk", flat=True))
+        for pk in Node.objects.filter(name=diagnosis["node"]).values_list("pk", flat=True):
+            avoid.add(pk)
+            since[str(pk)] = at.isoformat()
     checkpoint = job.checkpoints.first()
     text = _("Attempt %(a)d failed: %(msg)s Retrying (%(n)d of %(max)d)%(away)s%(resume)s.") % {
         "a": job.retry_count + 1, "msg": diagnosis["message"], "n": job.retry_count + 1, "max": limit,
         "away": _(" away from %(node)s") % {"node": diagnosis["node"]} if diagnosis.get("node") else "",
         "resume": _(", resuming from %(p)s") % {"p": checkpoint.path} if checkpoint else ""}
     return transition(job, S.QUEUED, text, at=at, data=diagnosis, retry_count=job.retry_count + 1, cluster=None,
-                      executor_state={"attempts": attempts, "avoid_nodes": sorted(avoid),
+                      executor_state={"attempts": attempts, "avoid_nodes": sorted(avoid), "avoid_since": since,
                                       "resume_from": checkpoint.path if checkpoint else "",
                                       "previous": {k: state.get(k) for k in ("namespace", "object")}})
 

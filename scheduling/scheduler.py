@@ -18,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -58,6 +59,7 @@ class PassReport:
     ran: bool = True
     admitted: list[tuple[int, str]] = field(default_factory=list)
     preempted: list[tuple[int, int, str]] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)  # jobs ended because they avoid every node that could hold them
     waiting: list[tuple[int, str, str]] = field(default_factory=list)
     shares: dict[str, list] = field(default_factory=dict)
     seconds: float = 0.0
@@ -79,25 +81,43 @@ def _acquire_pass_lock() -> bool:
 
 
 def run_pass() -> PassReport:
-    """Run one pass over every cluster and commit its decisions; says what it admitted and preempted."""
+    """Run one pass over every cluster and commit its decisions; says what it admitted and preempted.
+
+    Once its transaction has committed, the pass returns its report whatever fails after that: the task
+    dispatches what was admitted from the report, so a failure after the commit (a listener of the commit that
+    raised, the connection terminated while the duration is written) must not hide admissions already stored —
+    they would wait, admitted and holding GPUs, for the reconciler. Such a failure is logged; a lost duration
+    sample is counted, on a fresh connection."""
     started = time.monotonic()
     report = PassReport()
-    with transaction.atomic():
-        if not _acquire_pass_lock():
-            logger.info("Another scheduling pass holds the lock; skipping this one.")
-            return PassReport(ran=False)
-        snapshots, node_by_id, gpu_by_key = load_snapshots()
-        report.load_seconds = time.monotonic() - started
-        for name, snapshot in snapshots.items():
-            engine_started = time.monotonic()
-            result = engine.schedule(snapshot)
-            applied = time.monotonic()
-            report.engine_seconds += applied - engine_started
-            report.shares[name] = result.shares
-            _apply(result, node_by_id, gpu_by_key, report)
-            report.apply_seconds += time.monotonic() - applied
+    committed = []
+    try:
+        with transaction.atomic():
+            if not _acquire_pass_lock():
+                logger.info("Another scheduling pass holds the lock; skipping this one.")
+                return PassReport(ran=False)
+            transaction.on_commit(lambda: committed.append(True))  # first of this pass's commit hooks
+            snapshots, node_by_id, gpu_by_key = load_snapshots()
+            report.load_seconds = time.monotonic() - started
+            for name, snapshot in snapshots.items():
+                engine_started = time.monotonic()
+                result = engine.schedule(snapshot)
+                applied = time.monotonic()
+                report.engine_seconds += applied - engine_started
+                report.shares[name] = result.shares
+                _apply(result, node_by_id, gpu_by_key, report)
+                report.apply_seconds += time.monotonic() - applied
+    except Exception:
+        if not committed:
+            raise  # rolled back: nothing of this pass is stored, the task counts it as failed
+        logger.exception("A scheduling pass committed, then a listener of its commit failed; it is followed up.")
     report.seconds = time.monotonic() - started
-    telemetry.observe("gpuportal_scheduling_pass_duration_seconds", report.seconds)
+    try:
+        telemetry.observe("gpuportal_scheduling_pass_duration_seconds", report.seconds)
+    except Exception:
+        logger.warning("A scheduling pass committed, but its duration could not be recorded.", exc_info=True)
+        telemetry.guarded(lambda: telemetry.increment("gpuportal_metrics_write_failures_total",
+                                                      metric="gpuportal_scheduling_pass_duration_seconds"))
     return report
 
 
@@ -109,7 +129,7 @@ def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport
     for preemption in result.preemptions:
         _preempt(preemption, jobs, now, report)
     _admit(result.admissions, jobs, node_by_id, gpu_by_key, now, report)
-    _store_waits(result.waiting, now, report)
+    _store_waits(_end_hopeless(result.waiting, now, report), now, report)
 
 
 def _preempt(preemption, jobs: dict, now, report: PassReport) -> None:
@@ -179,6 +199,39 @@ def _admit(admissions, jobs: dict, node_by_id, gpu_by_key, now, report: PassRepo
     landed = [job for admitted in by_cluster.values() for job, _where in admitted
               if job.pk in admitted_ids and job.accept_models]
     Job.objects.bulk_update(landed, ["gpu_model"])  # metering, quotas and reports count the model it runs on
+
+
+def _end_hopeless(waiting, now, report: PassReport) -> list:
+    """Fail the jobs that avoid every node that could hold them (their earlier attempts failed there), with that
+    reason and the history of their faults, instead of keeping them waiting for what cannot happen; the rest
+    wait on. A site that sets ``SCHEDULER["WAIT_WHEN_ALL_NODES_AVOIDED"]`` keeps them waiting with that reason
+    (until the avoidance expires or an admin clears it: ``job_actions.clear_avoidance``)."""
+    hopeless = {w.job_id: w for w in waiting if w.reason == engine.WaitReason.AVOIDS_ALL_NODES}
+    if not hopeless or settings.SCHEDULER["WAIT_WHEN_ALL_NODES_AVOIDED"]:
+        return waiting
+    jobs = list(Job.objects.filter(pk__in=hopeless, status=JobStatus.QUEUED))
+    reasons, data = {}, {}
+    for job in jobs:
+        attempts = (job.executor_state or {}).get("attempts", [])
+        history = "; ".join(_("attempt %(n)d on %(node)s: %(message)s") % {
+            "n": i, "node": a.get("node") or "?", "message": a.get("message", "")} for i, a in enumerate(attempts, 1))
+        wait = hopeless[job.pk]
+        reasons[job.pk] = Phrase(gettext_noop(
+            "Ended without another attempt: it avoids %(avoided)s after node faults, and no other %(gpu_model)s node "
+            "could hold it. Its attempts: %(history)s."), {
+            "avoided": wait.params["avoided"], "gpu_model": wait.params["gpu_model"], "history": history})
+        data[job.pk] = {"code": wait.reason.value, "params": _jsonable(wait.params), "attempts": len(attempts)}
+    ended = set()
+    for job in jobs:  # one by one: each keeps the category of its own last fault
+        last = ((job.executor_state or {}).get("attempts") or [{}])[-1]
+        message = hopeless[job.pk].message
+        events = lifecycle.transition_many(
+            [job], JobStatus.FAILED, reasons, at=now, data=data, skip_moved=True, failure_message=message,
+            failure_category=last.get("category") or FailureCategory.NODE_FAULT,
+            executor_state={**(job.executor_state or {}), "diagnosis": {**last, "message": message}})
+        ended |= {event.job_id for event in events}
+    report.failed += sorted(ended)
+    return [w for w in waiting if w.job_id not in ended]
 
 
 def _store_waits(waiting, now, report: PassReport) -> None:

@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
 from fleet.models import Cluster, Node
@@ -110,9 +111,28 @@ def running_jobs(now, estimates: dict | None = None) -> tuple[engine.RunningJob,
     return tuple(running)
 
 
-def _waiting_by_cluster(clusters, nodes, estimates) -> dict[str, list[engine.WaitingJob]]:
+def avoided_nodes(state: dict | None, now, schedulable: dict[int, bool]) -> tuple[int, ...]:
+    """The nodes a waiting job still avoids (``executor_state``'s ``avoid_nodes``, written by the retry rule,
+    ``lifecycle.fail_or_retry``). An avoidance older than ``SCHEDULER["AVOID_NODE_HOURS"]`` ends once its node
+    is schedulable again (repaired, healthy, not cordoned): a fault of last week does not exclude a node for ever,
+    while a node that keeps failing is avoided again after its next fault. Avoidances without a time (older
+    states) do not expire."""
+    state = state or {}
+    since = state.get("avoid_since") or {}
+    bound = now - timedelta(hours=settings.SCHEDULER["AVOID_NODE_HOURS"])
+    kept = []
+    for node_id in state.get("avoid_nodes", ()):
+        at = since.get(str(node_id))
+        if at and datetime.fromisoformat(at) < bound and schedulable.get(node_id):
+            continue
+        kept.append(node_id)
+    return tuple(kept)
+
+
+def _waiting_by_cluster(clusters, nodes, estimates, now) -> dict[str, list[engine.WaitingJob]]:
     """Waiting jobs by the cluster they belong to: the one they name, else the one with the most healthy
     GPUs of their model."""
+    schedulable = {node.id: node.schedulable for node in nodes}
     healthy_gpus: dict[tuple[str, str], int] = defaultdict(int)
     for node in nodes:
         if node.schedulable:
@@ -135,7 +155,7 @@ def _waiting_by_cluster(clusters, nodes, estimates) -> dict[str, list[engine.Wai
             group=_array_of(j), group_limit=(j["group__parallelism"] or 0) if _array_of(j) else 0,
             accept_models=tuple(j["accept_models"] or ()),
             awaiting_approval=j["status"] == JobStatus.PENDING,
-            avoid_nodes=tuple((j["executor_state"] or {}).get("avoid_nodes", ()))))
+            avoid_nodes=avoided_nodes(j["executor_state"], now, schedulable)))
     return by_cluster
 
 
@@ -160,7 +180,7 @@ def load_snapshots(now=None):
                                             r.end.timestamp())
                          for r in Reservation.objects.filter(end__gt=now).select_related("tenant"))
 
-    by_cluster = _waiting_by_cluster(clusters, nodes, estimates)
+    by_cluster = _waiting_by_cluster(clusters, nodes, estimates, now)
     snapshots = {}
     for cluster in clusters:
         policy = policy_for(cluster)

@@ -65,11 +65,14 @@ def follow_up(report: PassReport) -> None:
 @shared_task
 def run_scheduling_pass() -> dict:
     """One pass, then its follow-up. A pass that raises is counted (its transaction rolled back; the count is
-    written after, in its own) so that an alert sees passes failing, not only passes missing."""
+    written after, in its own) so that an alert sees passes failing, not only passes missing. The count is
+    guarded: when what failed was the connection, it is written on a fresh one, and a count that cannot be
+    written is logged rather than raised in place of the pass's own error. A pass that committed returns its
+    report whatever failed after the commit (``run_pass``), so what it admitted is always followed up."""
     try:
         report = run_pass()
     except Exception:
-        telemetry.increment("gpuportal_scheduling_pass_failures_total")
+        telemetry.guarded(lambda: telemetry.increment("gpuportal_scheduling_pass_failures_total"))
         raise
     follow_up(report)
     return {"ran": report.ran, "admitted": report.admitted_ids, "waiting": len(report.waiting),

@@ -11,6 +11,7 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/hold/", views.job_hold, {"hold": True}, name="job-hold"),
     path("jobs/<int:pk>/release/", views.job_hold, {"hold": False}, name="job-release"),
+    path("jobs/<int:pk>/clear-avoidance/", views.job_clear_avoidance, name="job-clear-avoidance"),
     path("queue/", views.queue, name="queue"),
     path("templates/", template_views.template_list, name="template-list"),
     path("templates/new/", template_views.template_create, name="template-new"),

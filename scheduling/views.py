@@ -86,6 +86,8 @@ def job_detail(request, pk):
         "log": read_job_log(job, DEFAULT_TAIL),
         "live": live_state(job) if job.kind in LONG_RUNNING_KINDS else None,
         "can_open": job.kind == WorkloadKind.NOTEBOOK and may_open(request.user, job),
+        "can_clear_avoidance": job.is_waiting and bool((job.executor_state or {}).get("avoid_nodes"))
+        and access.for_user(request.user).platform_admin,
     })
 
 
@@ -154,6 +156,18 @@ def job_hold(request, pk, hold: bool):
         job_actions.set_hold(request.user, job, hold)
         messages.success(request, (_("Job #%(id)d held: it keeps its place but will not start until released.")
                                    if hold else _("Job #%(id)d released.")) % {"id": job.pk})
+    except (ValidationError, PermissionDenied) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    return redirect("scheduling:job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_clear_avoidance(request, pk):
+    job = get_object_or_404(_jobs(request.user), pk=pk)
+    try:
+        job_actions.clear_avoidance(request.user, job)
+        messages.success(request, _("Job #%(id)d may run on the nodes it avoided again.") % {"id": job.pk})
     except (ValidationError, PermissionDenied) as exc:
         messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
     return redirect("scheduling:job-detail", pk=job.pk)

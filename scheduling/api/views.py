@@ -52,6 +52,11 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     filterset_class = JobFilterSet
     serializer_class = JobSerializer
 
+    @property
+    def error_statuses(self) -> tuple[str, ...]:
+        """Hold and release answer 409 when the job left the waiting states meanwhile (gpuportal.conflicts)."""
+        return ("409",) if self.action in ("hold", "release", "clear_avoidance") else ()
+
     def get_queryset(self):
         queryset = job_queryset(self.request.user)
         if self.action == "retrieve":
@@ -95,6 +100,13 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @action(detail=True, methods=["post"])
     def release(self, request, pk=None):
         job_actions.set_hold(request.user, self.get_object(), hold=False)
+        return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
+
+    @extend_schema(request=None, responses={200: JobDetailSerializer})
+    @action(detail=True, methods=["post"], url_path="clear-avoidance")
+    def clear_avoidance(self, request, pk=None):
+        """Platform admins: let a waiting job run again on the nodes its earlier attempts failed on."""
+        job_actions.clear_avoidance(request.user, self.get_object())
         return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
 
 

@@ -44,7 +44,7 @@ from .reasons import WaitReason, render_reason
 EPS = 1e-9
 #: Reasons for which no start can be estimated (the job is not waiting for capacity).
 NO_ESTIMATE = {WaitReason.AWAITING_APPROVAL, WaitReason.HELD, WaitReason.NEVER_FITS, WaitReason.NO_HEALTHY_NODE,
-               WaitReason.NO_QUOTA, WaitReason.ARRAY_LIMIT}
+               WaitReason.NO_QUOTA, WaitReason.ARRAY_LIMIT, WaitReason.AVOIDS_ALL_NODES}
 
 
 @dataclass
@@ -140,8 +140,10 @@ class _Pass:
             self._charge(job.tenant, job.gpu_model, job.quota_gpus)
         # for "can it ever fit": per model, the GPUs of every node (healthy or not)
         self.node_sizes: dict[str, list[int]] = defaultdict(list)
+        self.node_ids: dict[str, list[int]] = defaultdict(list)  # the same nodes' ids, in the same order
         for node in snapshot.nodes:
             self.node_sizes[node.gpu_model].append(node.total_gpus)
+            self.node_ids[node.gpu_model].append(node.id)
         self.result = PassResult()
         self.waits: list[tuple[WaitingJob, WaitReason, dict]] = []
         self.heads: dict[str, _Head] = {}
@@ -178,13 +180,37 @@ class _Pass:
         biggest = max(sizes)
         return {"max_per_node": biggest, "max_nodes": sum(1 for s in sizes if s >= min(need, biggest))}
 
+    def _avoided_names(self, job: WaitingJob, models) -> str:
+        names = sorted(self.cap.all_nodes[n].name for m in models for n in self.node_ids[m] if n in job.avoid_nodes)
+        return ", ".join(names)
+
+    def _avoids_all(self, job: WaitingJob, models) -> dict | None:
+        """Why a job that avoids nodes after faults can never run here: the nodes it does not avoid (healthy or
+        not) are too few or too small for it. None when some could hold it, or when it avoids nothing."""
+        if not job.avoid_nodes:
+            return None
+        need = 1 if job.fractional else job.gpus_per_node
+        for model in models:
+            others = sum(1 for n, size in zip(self.node_ids[model], self.node_sizes[model], strict=True)
+                         if size >= need and n not in job.avoid_nodes)
+            if others >= job.nodes:
+                return None
+        return {"avoided": self._avoided_names(job, models)}
+
     def _no_healthy_node(self, job: WaitingJob, models) -> dict | None:
         need = 1 if job.fractional else job.gpus_per_node
-        if any(self._count_nodes("healthy", m, need) >= job.nodes for m in models):
+
+        def healthy(model: str) -> int:
+            count = self._count_nodes("healthy", model, need)
+            if job.avoid_nodes:  # nodes it avoids are no use to it, healthy or not
+                count -= sum(1 for n in self.cap.models.get(model, ())
+                             if n in job.avoid_nodes and len(self.cap.nodes[n].gpu_indices) >= need)
+            return count
+
+        if any(healthy(m) >= job.nodes for m in models):
             return None
-        healthy = sum(self._count_nodes("healthy", m, need) for m in models)
         total = sum(self._count_nodes("all", m, need) for m in models)
-        return {"unavailable": total - healthy}
+        return {"unavailable": total - sum(healthy(m) for m in models)}
 
     def _quota(self, job: WaitingJob, base: dict, model: str = ""):
         """Why the tenant's quota (or its department's cap) of ``model`` (default: the job's) keeps the job
@@ -223,7 +249,31 @@ class _Pass:
                     "until_ts": until}
         return None
 
+    def _avoided(self, job: WaitingJob, models, base: dict):
+        """AVOIDED_NODES when the job would fit now but only on nodes it avoids after faults (so that no other
+        sentence blames CPU, memory or a lack of GPUs for what is the job's own avoidance); else None."""
+        if not job.avoid_nodes:
+            return None
+        need = 1 if job.fractional else job.gpus_per_node
+        fitting, fitting_others, best_other, other_free = 0, 0, 0, 0
+        for model in models:
+            for n in self.cap.models.get(model, ()):
+                whole = self.cap.whole_count[n]
+                if whole >= need:
+                    fitting += 1
+                if n not in job.avoid_nodes:
+                    fitting_others += whole >= need
+                    best_other, other_free = max(best_other, whole), other_free + whole
+        if fitting < job.nodes or fitting_others >= job.nodes:
+            return None
+        return WaitReason.AVOIDED_NODES, base | {
+            "avoided": self._avoided_names(job, models), "best_other": best_other, "other_free": other_free,
+            "gpu_model": "/".join(models)}
+
     def _diagnose(self, job: WaitingJob, models, base: dict):
+        avoided = self._avoided(job, models, base)
+        if avoided:
+            return avoided
         model = models[0]
         free = sum(self.cap.whole_free(m) for m in models)
         best = max(self.cap.best_whole_on_node(m) for m in models)
@@ -430,6 +480,10 @@ class _Pass:
         never = self._never_fits(job, models) if models else {"max_per_node": 0, "max_nodes": 0}
         if never:
             return self.waits.append((job, WaitReason.NEVER_FITS, base | never))
+        avoids = self._avoids_all(job, models)
+        if avoids:
+            return self.waits.append((job, WaitReason.AVOIDS_ALL_NODES, base | avoids | {
+                "gpu_model": "/".join(models)}))
         unhealthy = self._no_healthy_node(job, models)
         if unhealthy:
             return self.waits.append((job, WaitReason.NO_HEALTHY_NODE, base | unhealthy))

@@ -33,6 +33,8 @@ class WaitReason(StrEnum):
     HOST_RESOURCES = "host_resources"
     ARRAY_LIMIT = "array_limit"
     FRAGMENTED = "fragmented"
+    AVOIDS_ALL_NODES = "avoids_all_nodes"
+    AVOIDED_NODES = "avoided_nodes"
 
     @property
     def label(self) -> str:
@@ -61,6 +63,8 @@ LABELS = {
     WaitReason.HOST_RESOURCES: gettext_noop("Not enough CPU or memory beside free GPUs"),
     WaitReason.ARRAY_LIMIT: gettext_noop("Its array runs as many tasks as it may"),
     WaitReason.FRAGMENTED: gettext_noop("Enough free GPUs, but scattered over nodes"),
+    WaitReason.AVOIDS_ALL_NODES: gettext_noop("Every node that could hold it failed it before"),
+    WaitReason.AVOIDED_NODES: gettext_noop("Free GPUs only on nodes it avoids after faults"),
 }
 
 TEMPLATES = {
@@ -114,6 +118,12 @@ TEMPLATES = {
         "%(total_free)d %(gpu_model)s GPUs are free in total, enough for the %(requested)g this job needs on one "
         "node, but they are scattered over %(nodes_with_free)d nodes: the most free on any one node is "
         "%(best_free)d."),
+    WaitReason.AVOIDS_ALL_NODES: gettext_noop(
+        "Avoids %(avoided)s after node faults; no other %(gpu_model)s node could hold it (%(nodes)d x "
+        "%(gpus_per_node)d GPUs)."),
+    WaitReason.AVOIDED_NODES: gettext_noop(
+        "The free %(gpu_model)s GPUs that would fit it are on %(avoided)s, which it avoids after node faults; the "
+        "most free on any other %(gpu_model)s node is %(best_other)d (%(other_free)d free in total)."),
 }
 
 

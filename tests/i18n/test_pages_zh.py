@@ -117,6 +117,7 @@ KNOWN_UNMARKED: list[tuple[str, str, str]] = [
 #: be visited below, so a new page cannot escape the check.
 NOT_PAGES = {
     "scheduling:job-cancel": "POST only", "scheduling:job-hold": "POST only", "scheduling:job-release": "POST only",
+    "scheduling:job-clear-avoidance": "POST only",
     "fleet:node-action": "POST only", "governance:request-decide": "POST only",
     "accounts:token-revoke": "POST only",
     "metering:platform-csv": "CSV download (headers checked by the catalogue)",

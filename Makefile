@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: demo test lint venv clean bench-poll bench-scheduler bench-rollup bench-dispatch replay prod-smoke
+.PHONY: demo test lint venv clean bench-poll bench-scheduler bench-rollup bench-dispatch replay prod-smoke chaos-soak
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,19 @@ prod-smoke: $(STAMP)
 	psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $(SMOKE_DB)"
 	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(SMOKE_DB) $(PY) manage.py migrate --noinput -v 0
 	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(SMOKE_DB) DEBUG=0 $(PY) manage.py prod_smoke
+
+# The chaos soak (docs/reliability.md): the production stack under seeded faults and API clients, on a fresh
+# database; `make chaos-soak MINUTES=6 SEED=2`. The suite runs a short one (tests/faults/test_chaos_soak.py).
+CHAOS_DB ?= gpuportal_chaos
+MINUTES ?= 6
+SEED ?= 1
+chaos-soak: $(STAMP)
+	./scripts/ensure-services.sh
+	psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $(CHAOS_DB) WITH (FORCE)"
+	psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $(CHAOS_DB)"
+	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(CHAOS_DB) $(PY) manage.py migrate --noinput -v 0
+	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(CHAOS_DB) DEBUG=0 $(PY) manage.py chaos_soak \
+	  --minutes $(MINUTES) --seed $(SEED) --json
 
 # Polling benchmark on this machine's PostgreSQL (database gpuportal_bench, created when missing).
 BENCH_DB ?= postgres://postgres@127.0.0.1:5432/gpuportal_bench

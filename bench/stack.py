@@ -53,6 +53,7 @@ class ProductionStack:
             self.env.pop(name, None)
         self.log_dir = Path(log_dir) if log_dir else None  # each process's output in <name>.log; else dropped
         self.processes: dict[str, subprocess.Popen] = {}
+        self.commands: dict[str, list[str]] = {}  # how each was started, so that it can be started again
 
     # --- processes --------------------------------------------------------------------------------------
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
@@ -62,6 +63,7 @@ class ProductionStack:
         if output is not subprocess.DEVNULL:
             output.close()  # the child has its own copy
         self.processes[name] = process
+        self.commands[name] = command
         return process
 
     def collectstatic(self) -> None:
@@ -92,6 +94,30 @@ class ProductionStack:
         if not self.log_dir or not (self.log_dir / f"{name}.log").exists():
             return ""
         return "\n".join((self.log_dir / f"{name}.log").read_text(errors="replace").splitlines()[-lines:])
+
+    def restart(self, name: str) -> subprocess.Popen:
+        """Start ``name`` again with the command it was first started with (after ``kill``), as systemd's
+        ``Restart=always`` or a pod's restart policy would."""
+        return self._spawn(name, self.commands[name])
+
+    def signal(self, name: str, signum: int) -> None:
+        """Send ``signum`` to the process and its children (its process group): SIGSTOP freezes a worker with
+        its pool, as a stalled host or a paused container does; SIGCONT lets it go on."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.processes[name].pid, signum)
+
+    def children(self, name: str) -> list[int]:
+        """Process ids whose parent is ``name``'s process: gunicorn's workers under its master, a Celery
+        worker's pool."""
+        parent, found = self.processes[name].pid, []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone meanwhile
+            if int(fields[1]) == parent and fields[0] not in ("Z", "X"):
+                found.append(int(stat.parent.name))
+        return sorted(found)
 
     def kill(self, name: str) -> None:
         """SIGKILL the process and its children: no warm shutdown, no message given back."""

@@ -12,6 +12,8 @@ What each status means, on every operation (and so in the schema):
   object is no longer in a state the action applies to (a hold on a job that was admitted meanwhile).
 * **401** no or a bad credential; **403** a role that does not allow it; **404** nothing of that id among
   what the caller may see (or a page past the last); **415** a body that is not JSON; **429** throttled.
+* **503** the database connection was lost under the request (a failover, a restart): nothing of it was
+  committed, or a retry with the same ``Idempotency-Key`` returns what was; ``Retry-After`` says when to retry.
 
 400, 409 and 422 bodies are field maps, ``{"field": ["message", ...]}`` (nested fields dotted:
 ``checkpoint.path``); every other error body is ``{"detail": "message"}``.
@@ -23,7 +25,7 @@ import re
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
-from django.db import IntegrityError
+from django.db import IntegrityError, InterfaceError, OperationalError
 from django.http import Http404
 from django.utils.text import format_lazy
 from django.utils.translation import gettext as _
@@ -57,6 +59,19 @@ class Unprocessable(exceptions.APIException):
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     default_detail = gettext_lazy("The request was refused.")
     default_code = "unprocessable"
+
+
+class DatabaseUnavailable(exceptions.APIException):
+    """503: the database connection broke under the request; a retry soon is the right answer, not a 500."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = gettext_lazy("The database did not answer; try again in a few seconds (a submission sent "
+                                  "again with the same Idempotency-Key is stored once).")
+    default_code = "database_unavailable"
+
+
+#: Seconds a client should wait before retrying after a 503.
+RETRY_AFTER_SECONDS = 2
 
 
 class Conflict(exceptions.APIException):
@@ -302,6 +317,10 @@ def exception_handler(exc, context):
         message = _("Created at the same moment by another request: %(fields)s must be unique.") % {
             "fields": ", ".join(fields)}
         exc = Conflict({fields[-1]: [message]})
+    elif isinstance(exc, OperationalError | InterfaceError):
+        # a connection terminated or refused under the request (IntegrityError is a DatabaseError, not these)
+        logger.warning("API request lost its database connection: %s", exc)
+        exc = DatabaseUnavailable()
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -310,6 +329,8 @@ def exception_handler(exc, context):
     if response is None:
         logger.exception("Unhandled API error", exc_info=exc)
         return Response({"detail": "Internal error; it has been logged."}, status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    if isinstance(exc, DatabaseUnavailable):
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     if response.status_code in FIELD_ERROR_STATUSES:
         response.data = field_map(response.data) or {"non_field_errors": [_("The request was refused.")]}
     elif not (isinstance(response.data, dict) and isinstance(response.data.get("detail"), str)):

@@ -40,6 +40,9 @@ ERROR_DESCRIPTIONS = {
            "not exist, more GPUs than the fleet has, an end before its start, a job that has already ended); "
            "each key names a field.",
     "429": "Too many requests: the Retry-After header says in how many seconds to try again.",
+    "503": "The database connection was lost under the request (a failover, a restart): try again after the "
+           "seconds the Retry-After header says; a creation sent again with the same Idempotency-Key is stored "
+           "once.",
 }
 
 
@@ -75,7 +78,7 @@ class ContractSchema(AutoSchema):
         authenticated = permissions.AllowAny not in permission_classes and bool(permission_classes)
         body = self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
         query = [p for p in self._get_parameters() if p["in"] == "query"]
-        codes = ["429", *getattr(self.view, "error_statuses", ())]  # a view's own, e.g. a job token's 403
+        codes = ["429", "503", *getattr(self.view, "error_statuses", ())]  # a view's own, e.g. a job token's 403
         if body or query:
             codes.append("400")
         if authenticated:
@@ -97,7 +100,7 @@ class ContractSchema(AutoSchema):
         self.registry.register_on_missing(component)
         description = getattr(self.view, "error_descriptions", {}).get(code, ERROR_DESCRIPTIONS[code])
         response = {"content": {"application/json": {"schema": component.ref}}, "description": description}
-        if code == "429":
+        if code in ("429", "503"):
             response["headers"] = {"Retry-After": {"schema": {"type": "integer"},
                                                    "description": "Seconds to wait before the next request."}}
         return response

@@ -3,7 +3,8 @@
 
 Why one ``check_invariants``: each scenario injects a different fault, but what "nothing stuck, nothing lost,
 nothing twice" means is the same everywhere (README, "Reliability"); stating it once keeps the scenarios
-honest and comparable.
+honest and comparable. The statement itself lives in ``bench.invariants``, which the chaos soak
+(``manage.py chaos_soak``) reports on too, so the suite and the soak cannot drift apart.
 """
 
 from __future__ import annotations
@@ -15,26 +16,17 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import redis
 from celery import Celery
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
-from audit.log import verify
-from fleet.models import ExecutorKind
+from bench import invariants
+from bench.invariants import LATER
 from gpuportal.db import database_url
-from scheduling.executors import KubernetesExecutor
-from scheduling.executors.kubernetes.sync import resync_all
-from scheduling.lifecycle import ALLOWED_TRANSITIONS
-from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobEvent, JobStatus
-from scheduling.reconcile import reconcile
-from scheduling.tasks import sync_job_status
 
-#: Beyond every reconcile bound (README: 120 s admitted, 300 s dispatching).
-LATER = timedelta(hours=1)
 #: Redis database of the suite's workers: not 15, which tests/scheduling/test_celery_worker.py flushes.
 REDIS_URL = os.environ.get("GPUPORTAL_FAULTS_REDIS_URL", "redis://127.0.0.1:6379/13")
 
@@ -48,38 +40,9 @@ def record(line: str) -> None:
 
 # --- invariants ---------------------------------------------------------------------------------------------
 
-def _path_problems(job: Job, events: list[JobEvent]) -> list[str]:
-    """A job's status events must chain from "" through allowed moves to its current status."""
-    problems, at = [], ""
-    for event in events:
-        if event.from_status != at:
-            problems.append(f"job {job.pk}: event {event.pk} starts at {event.from_status!r}, job was {at!r}")
-        if event.to_status not in ALLOWED_TRANSITIONS.get(event.from_status, ()):
-            problems.append(f"job {job.pk}: illegal move {event.from_status!r} -> {event.to_status!r}")
-        at = event.to_status
-    if at != job.status:
-        problems.append(f"job {job.pk}: events end at {at!r} but the job is {job.status!r}")
-    return problems
-
-
-def _stuck(job: Job, now: datetime, has_objects) -> str:
-    """Why ``job`` is admitted or dispatching past the reconcile bound ("" when it is not)."""
-    if job.status == JobStatus.ADMITTED and job.admitted_at < now - timedelta(
-            seconds=settings.RECONCILE["ADMITTED_SECONDS"]):
-        return f"job {job.pk} still admitted since {job.admitted_at:%H:%M:%S} after a reconcile past the bound"
-    if job.status == JobStatus.DISPATCHING:
-        state = job.executor_state or {}
-        sent = state.get("dispatched_at")
-        if not sent:
-            return f"job {job.pk} dispatching without a dispatch time"
-        if datetime.fromisoformat(sent) < now - timedelta(seconds=settings.RECONCILE["DISPATCHING_SECONDS"]) \
-                and not has_objects(job):
-            return f"job {job.pk} dispatching past the bound and its objects are not on its cluster"
-    return ""
-
-
 def check_invariants(now: datetime | None = None, submitted: dict[str, list[int]] | None = None) -> dict:
-    """Reconcile at ``now`` (default: past every bound), read the clusters once, then assert the invariants:
+    """Reconcile at ``now`` (default: past every bound), read the clusters once, then assert the invariants
+    (``bench.invariants``, shared with the chaos soak):
 
     * every job's status is legal and its status events form a legal path through ``ALLOWED_TRANSITIONS``;
     * no open GPU allocation belongs to a job that is not active, and no GPU is held more than once over;
@@ -90,55 +53,15 @@ def check_invariants(now: datetime | None = None, submitted: dict[str, list[int]
 
     Returns what the reconcile repaired and what was counted, for the summary line."""
     now = now or timezone.now() + LATER
-    repaired = reconcile(now)
-    sync_job_status()  # what the simulated cluster says now (the beat's sync)
-    resync_all()  # and the Kubernetes clusters
-    problems: list[str] = []
-    jobs = list(Job.objects.select_related("cluster").order_by("pk"))
-    events = defaultdict(list)
-    for event in JobEvent.objects.exclude(from_status=F("to_status")).order_by("pk"):  # moves, not notes
-        events[event.job_id].append(event)
-    executors: dict[int, KubernetesExecutor] = {}
-
-    def has_objects(job):
-        if job.cluster is None or job.cluster.executor != ExecutorKind.KUBERNETES:
-            return bool((job.executor_state or {}).get("plan"))
-        executor = executors.setdefault(job.cluster_id, KubernetesExecutor(job.cluster))
-        return executor.has_objects(job)
-
-    for job in jobs:
-        if job.status not in JobStatus.values:
-            problems.append(f"job {job.pk}: unknown status {job.status!r}")
-        problems += _path_problems(job, events[job.pk])
-        if stuck := _stuck(job, now, has_objects):
-            problems.append(stuck)
-    held = JobAllocation.objects.filter(released_at__isnull=True)
-    for allocation in held.exclude(job__status__in=ACTIVE_STATUSES).select_related("job"):
-        problems.append(f"GPU {allocation.gpu_id} still allocated to job {allocation.job_id} "
-                        f"({allocation.job.status})")
-    load = defaultdict(float)
-    for gpu_id, fraction in held.values_list("gpu_id", "fraction"):
-        load[gpu_id] += float(fraction)
-    problems += [f"GPU {gpu} held {share:g} times over" for gpu, share in load.items() if share > 1.0001]
-    if submitted is not None:
-        for what, ids in submitted.items():
-            if len(set(ids)) != 1:
-                problems.append(f"submission {what} answered with several ids: {sorted(set(ids))}")
-        answered = {ids[0] for ids in submitted.values() if ids}
-        stored = {job.pk for job in jobs}
-        if answered - stored:
-            problems.append(f"answered 201 but not stored: {sorted(answered - stored)}")
-        if stored - answered:
-            problems.append(f"stored but never answered 201 (duplicates?): {sorted(stored - answered)}")
-    chain = verify()
-    if not chain.ok:
-        problems.append(f"audit chain broken: {chain.problem}")
+    repaired = invariants.settle(now)
+    findings = invariants.examine(now, submitted)
+    problems = findings.problems()
     assert problems == [], "\n".join(problems[:30])
     statuses = defaultdict(int)
-    for job in jobs:
+    for job in findings.jobs:
         statuses[job.status] += 1
-    return {"repairs": len(repaired.repairs), "counts": repaired.as_dict()["counts"], "jobs": len(jobs),
-            "statuses": dict(statuses), "audit_records": chain.checked}
+    return {"repairs": len(repaired.repairs), "counts": repaired.as_dict()["counts"], "jobs": len(findings.jobs),
+            "statuses": dict(statuses), "audit_records": findings.chain.checked}
 
 
 def found(result: dict) -> str:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from fleet.models import Node
-from scheduling import job_actions, lifecycle, submission
+from scheduling import lifecycle, submission
 from scheduling.engine import NodeSnapshot, QuotaSnapshot, RunningJob, Snapshot, WaitingJob, WaitReason, schedule
 from scheduling.engine.model import Placement
 from scheduling.models import FailureCategory, Job, JobStatus

@@ -33,6 +33,24 @@ def _ended(job: Job) -> ValidationError:
         "id": job.pk, "status": job.get_status_display()}})
 
 
+def _cancel(job: Job, text: str, actor=None, audited=None) -> str:
+    """Cancel ``job`` from whatever state it is in now (a pass or a dispatch may move it meanwhile), with
+    ``audited(before)`` in the same transaction; returns the state it was cancelled from."""
+    for _attempt in range(3):
+        before = job.status
+        try:
+            with transaction.atomic():
+                lifecycle.transition(job, JobStatus.CANCELLED, text, actor=actor)
+                if audited is not None:
+                    audited(before)
+            return before
+        except lifecycle.InvalidTransition:
+            job.refresh_from_db()
+            if job.is_terminal:
+                raise _ended(job) from None
+    raise ValidationError({"status": _("Job #%(id)d keeps changing state; reload and retry.") % {"id": job.pk}})
+
+
 def cancel_job(user, job: Job, reason: str = "") -> Job:
     """Cancel a waiting or running job; the executor stops it and its GPUs are released."""
     if not access.can_manage_job(user, job.tenant_id, job.owner_id):
@@ -42,21 +60,13 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
     text = _("Cancelled by %(user)s.") % {"user": user.get_username()}
     if reason:
         text = f"{text} {reason}"
-    for _attempt in range(3):  # a pass or a dispatch may move the job meanwhile: cancel it from where it is now
-        before = job.status
-        try:
-            with transaction.atomic():
-                lifecycle.transition(job, JobStatus.CANCELLED, text, actor=user)
-                if user.pk != job.owner_id:  # the owner cancelling their own job is not a governance action
-                    audit.record(AuditAction.JOB_CANCEL, job, actor=user, reason=text, before={"status": before},
-                                 after={"status": job.status})
-            break
-        except lifecycle.InvalidTransition:
-            job.refresh_from_db()
-            if job.is_terminal:
-                raise _ended(job) from None
-    else:
-        raise ValidationError({"status": _("Job #%(id)d keeps changing state; reload and retry.") % {"id": job.pk}})
+
+    def audited(before: str) -> None:
+        if user.pk != job.owner_id:  # the owner cancelling their own job is not a governance action
+            audit.record(AuditAction.JOB_CANCEL, job, actor=user, reason=text, before={"status": before},
+                         after={"status": job.status})
+
+    before = _cancel(job, text, actor=user, audited=audited)
     was_active = job.cluster_id is not None and before in ACTIVE_STATUSES
     if was_active:
         executor_for(job.cluster).stop(job)
@@ -78,6 +88,14 @@ def refuse_admission(job: Job, reason: str, actor=None) -> bool:
         return False
     lifecycle.transition(job, JobStatus.CANCELLED, reason, actor=actor)
     return True
+
+
+def stop_with_service(job: Job, reason: str) -> None:
+    """Cancel a replica of a service that was stopped (``workloads.finish_stops``): the portal acts, on the stop
+    a person asked for; the executor stops it."""
+    _cancel(job, reason)
+    if job.cluster_id:
+        executor_for(job.cluster).stop(job)
 
 
 def reclaim_job(job: Job, reason: str, at, data: dict) -> None:

@@ -127,7 +127,10 @@ def stop_service(user, group: JobGroup) -> JobGroup:
     for job in _live(group):
         if job.cluster_id:
             clusters.add(job.cluster)
-        job_actions.cancel_job(user, job, why)
+        try:
+            job_actions.cancel_job(user, job, why)
+        except ValidationError:  # it ended meanwhile (the status sync stops what a stopped service still runs)
+            continue
     for cluster in clusters:
         executor_for(cluster).release_group(group)
     return group
@@ -191,9 +194,28 @@ def advance_service(group: JobGroup, actor=None) -> dict:
     return done
 
 
+def finish_stops() -> int:
+    """Stop the replicas of services that were stopped but still run: ``stop_service`` marks the service
+    stopped, then cancels its replicas one by one, and a worker or a database connection that dies in between
+    leaves the rest running for ever. Level-triggered, as everything the status sync does: the wanted state
+    (stopped) is read from the service, and each repair is an event with its reason. Returns how many."""
+    stopped = 0
+    for job in Job.objects.filter(group__kind=JobGroup.Kind.SERVICE, group__stopped_at__isnull=False).exclude(
+            status__in=TERMINAL_STATUSES).select_related("cluster", "group"):
+        reason = Phrase(gettext_noop("Stopped with its service %(name)s (the service's stop had not reached this "
+                                     "replica)."), {"name": job.group.name})
+        try:
+            job_actions.stop_with_service(job, reason)
+        except ValidationError:  # it ended meanwhile
+            continue
+        stopped += 1
+    return stopped
+
+
 def advance_services() -> int:
-    """Advance every service that is not at its desired ready replicas of its current revision."""
-    changed = 0
+    """Stop what belongs to stopped services, then advance every service that is not at its desired ready
+    replicas of its current revision."""
+    changed = finish_stops()
     for group in JobGroup.objects.filter(kind=JobGroup.Kind.SERVICE, stopped_at__isnull=True):
         live = _live(group)
         if live.filter(revision=group.revision).count() == group.size and not live.exclude(

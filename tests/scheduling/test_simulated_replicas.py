@@ -197,3 +197,33 @@ def test_a_server_started_by_a_sync_whose_transition_loses_to_a_cancel_is_stoppe
     assert _standins(standins) == []  # ...and its server does not outlive the job
     replica.refresh_from_db()
     assert replica.status == JobStatus.CANCELLED
+
+
+def test_a_stop_that_died_halfway_is_finished_by_the_status_sync(api, users, standins, monkeypatch):
+    """``stop_service`` marks the service stopped, then cancels its replicas one by one: a worker or a database
+    connection that dies in between left the replica running for ever (found by the chaos soak)."""
+    group, replica = _service(api)
+    for _round in range(80):
+        sync_job_status()
+        replica.refresh_from_db()
+        if replica.status == JobStatus.RUNNING:
+            break
+        time.sleep(0.05)
+    assert replica.status == JobStatus.RUNNING
+    serving = replica.executor_state["serving"]
+
+    def dies(*args, **kwargs):
+        raise ConnectionError("the worker died here")
+
+    monkeypatch.setattr("scheduling.job_actions.cancel_job", dies)
+    with pytest.raises(ConnectionError):
+        stop_service(users["alice"], group)
+    monkeypatch.undo()
+    replica.refresh_from_db()
+    assert replica.status == JobStatus.RUNNING and JobGroup.objects.get(pk=group.pk).stopped_at is not None
+    sync_job_status()
+    replica.refresh_from_db()
+    assert replica.status == JobStatus.CANCELLED
+    event = replica.events.get(to_status=JobStatus.CANCELLED)
+    assert event.reason.startswith(f"Stopped with its service {group.name}") and event.actor is None
+    assert not simulated_serving.alive(serving)

@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from gpuportal.api import RequestSerializer, TextPattern, text_field, whole_number_field
 
 from . import tokens
+from .authentication import ApiTokenAuthentication
 from .models import ApiToken
 
 
@@ -104,6 +105,13 @@ class ApiTokenViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=NewTokenRequestSerializer, responses={201: NewTokenSerializer})
     def create(self, request):
+        """A new token, for a signed-in session only: a token never mints another, so a stolen one cannot
+        outlive its own expiry or revocation by issuing itself a fresh one (``/api/auth/token/`` takes the
+        password instead)."""
+        if isinstance(request.successful_authenticator, ApiTokenAuthentication):
+            raise exceptions.PermissionDenied(_(
+                "An API token cannot create another token: sign in with your password (the Tokens page, or "
+                "gpuportal login)."))
         body = NewTokenRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         name, days = tokens.clean_request(body.validated_data)
@@ -147,6 +155,6 @@ class ObtainTokenView(APIView):
                             password=body.validated_data["password"])
         if user is None or not user.is_active:
             raise exceptions.ValidationError({"non_field_errors": [_("Unable to log in with these credentials.")]})
-        response = _created(*tokens.issue(user, name, days))
+        response = _created(*tokens.issue(user, name, days, actor=user))  # the request itself signs in no one
         response.status_code = status.HTTP_200_OK
         return response

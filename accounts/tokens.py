@@ -4,6 +4,10 @@ A token is ``gpt_`` and 43 random URL-safe characters (256 bits from ``secrets``
 first 12 characters are stored: a fast hash is enough because the secret is random and long (nothing to
 brute-force, unlike a password), and it keeps every API request to one indexed lookup. The secret is
 returned once, to whoever created it, and never again.
+
+Every token created and every one revoked is announced (``token_issued``, ``tokens_revoked``) inside the
+transaction that writes it: the audit log records them there (audit sits above accounts, so this module names
+no listener), and a token is never created or revoked without its record.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -25,6 +30,11 @@ from .models import ApiToken, RevocationReason
 TOKEN_PREFIX = "gpt_"
 PREFIX_LENGTH = 12
 NAME_MAX_LENGTH = 100
+
+#: A token was created: ``token``, ``actor`` (who created it; None: the request's user, else nobody).
+token_issued = Signal()
+#: Tokens were revoked: ``revoked`` (the rows, revoked now), ``reason`` (a ``RevocationReason``), ``actor``.
+tokens_revoked = Signal()
 
 
 def token_settings() -> dict:
@@ -54,12 +64,15 @@ def clean_request(data: dict) -> tuple[str, int]:
     return name, days
 
 
-def issue(user, name: str, days: int | None = None) -> tuple[ApiToken, str]:
-    """Create a token for ``user``; returns the stored row and the secret, which is not kept anywhere."""
+def issue(user, name: str, days: int | None = None, actor=None) -> tuple[ApiToken, str]:
+    """Create a token for ``user``; returns the stored row and the secret, which is not kept anywhere.
+    ``actor``: who asks, where the request has no signed-in user (a password exchanged for a token)."""
     name, days = clean_request({"name": name, "days": days})
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(user=user, name=name, prefix=secret[:PREFIX_LENGTH], digest=digest(secret),
-                                    expires_at=timezone.now() + timedelta(days=days))
+    with transaction.atomic():
+        token = ApiToken.objects.create(user=user, name=name, prefix=secret[:PREFIX_LENGTH], digest=digest(secret),
+                                        expires_at=timezone.now() + timedelta(days=days))
+        token_issued.send(sender=ApiToken, token=token, actor=actor)
     return token, secret
 
 
@@ -81,16 +94,27 @@ def check(secret: str) -> ApiToken | None:
     return token
 
 
-def revoke(token: ApiToken, reason: str = RevocationReason.USER) -> bool:
+def revoke(token: ApiToken, reason: str = RevocationReason.USER, actor=None) -> bool:
     """Revoke one token at once (the next request with it is refused); False if it was already revoked."""
-    changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
-        revoked_at=timezone.now(), revoked_reason=reason)
-    token.refresh_from_db(fields=["revoked_at", "revoked_reason"])
+    with transaction.atomic():
+        changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now(), revoked_reason=reason)
+        token.refresh_from_db(fields=["revoked_at", "revoked_reason"])
+        if changed:
+            tokens_revoked.send(sender=ApiToken, revoked=[token], reason=reason, actor=actor)
     return bool(changed)
 
 
-def revoke_all(user, reason: str) -> int:
+def revoke_all(user, reason: str, actor=None) -> int:
     """Revoke every token of ``user`` that is not revoked yet; returns how many."""
     with transaction.atomic():
-        return ApiToken.objects.filter(user=user, revoked_at__isnull=True).update(
-            revoked_at=timezone.now(), revoked_reason=reason)
+        # Locked, so that the rows announced are exactly the rows this call revokes.
+        revoked = list(ApiToken.objects.select_for_update(of=("self",)).select_related("user").filter(
+            user=user, revoked_at__isnull=True))
+        now = timezone.now()
+        ApiToken.objects.filter(pk__in=[t.pk for t in revoked]).update(revoked_at=now, revoked_reason=reason)
+        for token in revoked:
+            token.revoked_at, token.revoked_reason = now, reason
+        if revoked:
+            tokens_revoked.send(sender=ApiToken, revoked=revoked, reason=reason, actor=actor)
+        return len(revoked)

@@ -10,6 +10,7 @@ class AuditConfig(AppConfig):
         # Models can be imported only once the app registry is ready, so not at the top of this module.
         from tenants.models import Membership, PlatformRole, Quota
 
+        from . import privileges  # noqa: F401  (connects its receivers: accounts' flags, groups and tokens)
         from .models import AuditAction as A
         from .registry import audit_changes
 

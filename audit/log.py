@@ -1,23 +1,26 @@
 """Writing and checking the audit chain. ``record()`` is the one way in.
 
 The actor and the source address come from the request (``AuditContextMiddleware`` stores them for the
-thread) unless the caller passes them; Celery tasks and the scheduler write as "the portal" (no actor).
-The source address is ``REMOTE_ADDR``, or what ``X-Forwarded-For`` says only when the peer is one of the
-``TRUSTED_PROXIES``: anyone can send that header, so from anyone else it would let them forge the address.
+thread) unless the caller passes them; Celery tasks and the scheduler write as "the portal" (no actor). The
+actor is read when the record is written, not when the request arrives: an API request is authenticated by
+DRF inside the view (a bearer token), after the middleware ran.
+The source address is ``gpuportal.clients.client_address``: ``REMOTE_ADDR``, or what ``X-Forwarded-For`` says
+only when the peer is one of the ``TRUSTED_PROXIES``.
 Appends are serialised with a PostgreSQL advisory lock so the chain has one order.
 
 Hashes are keyed (HMAC-SHA256 with ``settings.AUDIT["KEY"]``, which lives outside the database): the
 database's owner can switch the triggers off and edit rows, but cannot compute the hashes that would hide
 it. Records from before the chain was keyed (``key_version`` 0) are checked with the plain SHA-256 they
-were written with; the head row says, under its own MAC, from which record on every record must be keyed.
+were written with; the head row says, under its own MAC, from which record on every record must be keyed,
+how many records there are and when the last was written.
 """
 
 from __future__ import annotations
 
 import contextvars
+import datetime as dt
 import hashlib
 import hmac
-import ipaddress
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -28,6 +31,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from gpuportal.clients import client_address
 from tenants.models import Tenant
 
 from .models import AuditChainHead, AuditRecord
@@ -47,45 +51,25 @@ def reset_context(token) -> None:
     _context.reset(token)
 
 
+def _signed_in(user):
+    return user if user is not None and user.is_authenticated else None
+
+
 class AuditContextMiddleware:
-    """Remembers who is asking, and from where, for records written while the request runs."""
+    """Remembers who is asking, and from where, for records written while the request runs.
+
+    Who is asking is looked up when a record is written: DRF sets ``request.user`` only once the view has
+    authenticated an API token, so a user read here would be anonymous for every API call."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        token = set_context(getattr(request, "user", None), client_address(request.META))
+        token = _context.set((lambda: _signed_in(getattr(request, "user", None)), client_address(request.META)))
         try:
             return self.get_response(request)
         finally:
             reset_context(token)
-
-
-def _trusted(address, proxies) -> bool:
-    return any(address in network for network in proxies)
-
-
-def client_address(meta) -> str:
-    """The client's address: ``REMOTE_ADDR``, unless that is a trusted proxy, whose ``X-Forwarded-For`` then
-    names the client as its right-most address outside the trusted set (each proxy appends its peer, so
-    everything left of that may have been written by the client itself and is ignored)."""
-    remote = meta.get("REMOTE_ADDR", "") or ""
-    proxies = settings.TRUSTED_PROXIES
-    try:
-        if not proxies or not _trusted(ipaddress.ip_address(remote), proxies):
-            return remote
-    except ValueError:
-        return remote
-    nearest = remote
-    for hop in reversed([h.strip() for h in meta.get("HTTP_X_FORWARDED_FOR", "").split(",") if h.strip()]):
-        try:
-            address = ipaddress.ip_address(hop)
-        except ValueError:
-            return nearest  # not written by a proxy of ours: the nearest trusted hop is all that is known
-        if not _trusted(address, proxies):
-            return str(address)
-        nearest = str(address)
-    return nearest
 
 
 class _Encoder(DjangoJSONEncoder):
@@ -127,9 +111,16 @@ def record_hash(entry: AuditRecord) -> str | None:
     return None if key is None else keyed_hash(entry.prev_hash, _hashed_fields(entry), key)
 
 
+def instant(value: dt.datetime | None) -> str:
+    """A time as the head's MAC and its exports write it: UTC, to the microsecond ("" for none)."""
+    return "" if value is None else value.astimezone(dt.UTC).isoformat(timespec="microseconds")
+
+
 def head_mac(head: AuditChainHead) -> str:
-    """The head's own MAC: without the key nobody can move its last record or where keyed records begin."""
-    message = f"audit-head:{head.last_seq}:{head.last_hash}:{head.keyed_from_seq}".encode()
+    """The head's own MAC: without the key nobody can move its last record, where keyed records begin, the
+    record count or the last record's time (migration 0011 sealed heads of the previous rule with it)."""
+    message = (f"audit-head:{head.last_seq}:{head.last_hash}:{head.keyed_from_seq}:{head.record_count}:"
+               f"{instant(head.last_at)}").encode()
     return hmac.new(settings.AUDIT["KEY"], message, hashlib.sha256).hexdigest()
 
 
@@ -148,7 +139,8 @@ def record(action: str, obj=None, *, before=None, after=None, reason: str = "", 
            object_type: str = "", object_id="", object_repr: str = "", address: str | None = None) -> AuditRecord:
     """Append one record. ``obj`` (a model instance) fills the object fields and, if it has one, the tenant."""
     context_actor, context_address = _context.get()
-    actor = actor if actor is not None else context_actor
+    if actor is None:
+        actor = context_actor() if callable(context_actor) else context_actor
     if obj is not None:
         object_type = object_type or obj._meta.label_lower
         object_id = object_id or str(obj.pk)
@@ -169,9 +161,10 @@ def record(action: str, obj=None, *, before=None, after=None, reason: str = "", 
             prev_hash=head.last_hash or GENESIS, key_version=settings.AUDIT["KEY_VERSION"])
         entry.hash = record_hash(entry)
         entry.save()
-        head.last_seq, head.last_hash = entry.seq, entry.hash
+        head.last_seq, head.last_hash, head.last_at = entry.seq, entry.hash, entry.at
+        head.record_count += 1
         head.mac = head_mac(head)
-        head.save(update_fields=["last_seq", "last_hash", "mac"])
+        head.save(update_fields=["last_seq", "last_hash", "last_at", "record_count", "mac"])
     return entry
 
 
@@ -185,19 +178,28 @@ class Verification:
 
 def verify() -> Verification:
     """Walk the chain in order: every record's hash must match its content and link to the one before, every
-    record from the head's ``keyed_from_seq`` on must be keyed, and the head must carry its MAC."""
+    record from the head's ``keyed_from_seq`` on must be keyed, the head must name the last record, its time
+    and the count, and carry its MAC. An older head put back with the records after it passes here: only the
+    exported heads show that (``audit.heads.check_heads``)."""
     head = AuditChainHead.objects.filter(pk=1).first()
     keyed_from = head.keyed_from_seq if head else 1
-    expected_prev, expected_seq, checked = GENESIS, 1, 0
+    expected_prev, expected_seq, checked, last_at = GENESIS, 1, 0, None
     for entry in AuditRecord.objects.order_by("seq").iterator(chunk_size=2000):
         problem = _check(entry, expected_seq, expected_prev, keyed_from)
         if problem:
             return Verification(False, checked, problem, min(entry.seq, expected_seq))
-        expected_prev, expected_seq, checked = entry.hash, expected_seq + 1, checked + 1
+        expected_prev, expected_seq, checked, last_at = entry.hash, expected_seq + 1, checked + 1, entry.at
     last_seq = head.last_seq if head else 0
     if last_seq != checked or (head and head.last_hash and head.last_hash != expected_prev):
         return Verification(False, checked, _("the chain ends at #%(end)s but #%(last)s was written last") % {
             "end": checked, "last": last_seq}, checked + 1)
+    if head and head.record_count != checked:
+        return Verification(False, checked, _("the head counts %(head)s records but the chain holds %(chain)s") % {
+            "head": head.record_count, "chain": checked}, None)
+    if head and head.last_at != last_at:
+        return Verification(False, checked, _("the head says the last record was written at %(head)s, record "
+                                              "#%(seq)s says %(chain)s") % {
+            "head": instant(head.last_at) or "-", "seq": checked, "chain": instant(last_at) or "-"}, checked or None)
     if head and (head.last_seq or head.mac) and not hmac.compare_digest(head.mac, head_mac(head)):
         return Verification(False, checked, _("the chain head was rewritten without the audit key"), None)
     return Verification(True, checked)

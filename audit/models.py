@@ -4,9 +4,10 @@ Each record carries ``hash`` = HMAC-SHA256, with a key kept outside the database
 the previous record's hash, so editing or removing any record breaks the chain from there on, and whoever
 owns the tables cannot re-hash what they changed (``manage.py verify_audit`` names the first bad record).
 Records written before the chain was keyed (``key_version`` 0) keep their plain SHA-256. On PostgreSQL
-triggers refuse UPDATE, DELETE and TRUNCATE; ``AuditChainHead`` remembers the last sequence number and hash
-under a MAC of its own, so removing the newest records is caught too, and its head is exported to a file
-the database cannot reach (``audit.heads``), which catches a truncated or wholly rewritten log.
+triggers refuse UPDATE, DELETE and TRUNCATE; ``AuditChainHead`` remembers the last sequence number, hash, time
+and the record count under a MAC of its own, so removing the newest records is caught too, and its head is
+exported to a file or syslog the database cannot reach (``audit.heads``), which catches a truncated or wholly
+rewritten log, and an older head row put back.
 """
 
 from django.conf import settings
@@ -41,6 +42,13 @@ class AuditAction(models.TextChoices):
     RECONCILE_RELEASE = "reconcile.release", _("GPUs released by the reconciler")
     USER_DEACTIVATE = "user.deactivate", _("Account disabled by the directory")
     USER_REACTIVATE = "user.reactivate", _("Account enabled again by the directory")
+    USER_PRIVILEGE_CHANGE = "user.privilege", _("Account's privileges changed")
+    USER_GROUPS_CHANGE = "user.groups", _("Account's groups or permissions changed")
+    API_TOKEN_CREATE = "api_token.create", _("API token created")
+    API_TOKEN_REVOKE = "api_token.revoke", _("API token revoked")
+    DIRECTORY_MAPPING_CHANGE = "directory.mapping", _("Directory group mapping changed")
+    DIRECTORY_LINK = "directory.link", _("Directory identity linked to an account")
+    DIRECTORY_LINK_REFUSED = "directory.link_refused", _("Directory sign-in refused: name taken by a local account")
     TEMPLATE_CREATE = "template.create", _("Job template created")
     TEMPLATE_VERSION = "template.version", _("Job template version added")
     TEMPLATE_ARCHIVE = "template.archive", _("Job template archived")
@@ -92,13 +100,19 @@ class AuditRecord(models.Model):
 
 
 class AuditChainHead(models.Model):
-    """One row: the newest record's sequence number and hash (deleting the newest records shows here)."""
+    """One row: the newest record's sequence number, hash and time, and how many records there are.
+
+    Deleting the newest records shows here, unless the owner also puts back an older copy of this row (its MAC
+    is valid): that shows only against an anchor outside the database, the heads exported by ``audit.heads``,
+    which is why the count and the time are under the MAC too and go out with every export."""
 
     last_seq = models.PositiveBigIntegerField(default=0)
     last_hash = models.CharField(max_length=64, blank=True)
     # Records from here on must be keyed: moving it (to pass re-hashed records off as old ones) breaks ``mac``.
     keyed_from_seq = models.PositiveBigIntegerField(default=1)
-    # HMAC of the three fields above: a head rewritten without the key shows.
+    record_count = models.PositiveBigIntegerField(default=0)
+    last_at = models.DateTimeField(null=True, blank=True)
+    # HMAC of the fields above: a head rewritten without the key shows.
     mac = models.CharField(max_length=64, blank=True)
 
     def __str__(self):

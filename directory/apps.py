@@ -4,13 +4,22 @@ from django.utils.translation import gettext_lazy as _
 
 class DirectoryConfig(AppConfig):
     """Sign-in through the site's directory (LDAP, OpenID Connect) and the mapping of its groups to tenant
-    memberships and platform roles (issue 16)."""
+    memberships and platform roles."""
 
     name = "directory"
     verbose_name = _("Directory sign-in")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        # Connects the receiver that tells the login page the directory could not be reached; it needs
-        # django-auth-ldap's signal, which may be imported only once the apps are loaded.
+        # Models and django-auth-ldap's signal may be imported only once the apps are loaded. ldap_auth connects
+        # the receiver that tells the login page the directory could not be reached.
+        from audit.models import AuditAction
+        from audit.registry import audit_changes
+
         from . import ldap_auth  # noqa: F401
+        from .models import GroupMapping
+
+        # A mapping decides who becomes a tenant member or a platform admin at their next sign-in, so every
+        # change of one is audited from the model signals, whoever makes it (the page, map_group, the shell).
+        audit_changes(GroupMapping, AuditAction.DIRECTORY_MAPPING_CHANGE, AuditAction.DIRECTORY_MAPPING_CHANGE,
+                      AuditAction.DIRECTORY_MAPPING_CHANGE, ["group", "tenant", "role", "platform_role"])

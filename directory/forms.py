@@ -8,6 +8,11 @@ from tenants.models import PlatformRole, Role, Tenant
 from .models import GROUP_MAX_LENGTH
 
 DIRECTORY_UNAVAILABLE = "directory_unavailable"
+LINK_REFUSED = "directory_link_refused"
+#: Shown when the directory accepted the password but the account of that name is not the person's.
+LINK_REFUSED_MESSAGE = _(
+    "The directory accepted your password, but the portal's account %(username)s is not linked to your directory "
+    "account, so you were not signed in to it. If it is yours, ask the platform administrators to link the two.")
 
 
 class SignInForm(AuthenticationForm):
@@ -15,18 +20,25 @@ class SignInForm(AuthenticationForm):
 
     A refused sign-in says only that the username and password did not match, whether the person exists or
     not; when the directory could not be reached it says that instead (true for every username, so it tells
-    nothing about any of them either)."""
+    nothing about any of them either). When the directory accepted the password but the account of that name is
+    not linked to the person (a local account, a superuser's), it says so: only someone holding that directory
+    password learns it."""
 
     error_messages = {
         **AuthenticationForm.error_messages,
         DIRECTORY_UNAVAILABLE: _("The directory could not be reached, so your password could not be checked. "
                                  "Try again in a few minutes; if it keeps failing, tell the platform administrators."),
+        LINK_REFUSED: LINK_REFUSED_MESSAGE,
     }
 
     def clean(self):
         try:
             return super().clean()
         except ValidationError:
+            refused_for = getattr(self.request, "directory_link_refused", None)
+            if refused_for is not None:
+                raise ValidationError(self.error_messages[LINK_REFUSED], code=LINK_REFUSED,
+                                      params={"username": refused_for}) from None
             if getattr(self.request, "directory_unavailable", False):
                 raise ValidationError(self.error_messages[DIRECTORY_UNAVAILABLE], code=DIRECTORY_UNAVAILABLE) from None
             raise

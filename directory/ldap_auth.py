@@ -9,6 +9,10 @@ sign-in and sync see the same thing.
 Groups are ``groupOfNames`` entries under the group base whose ``member`` holds the person's DN (nested
 groups are not followed). A person is disabled when their entry matches ``DISABLED_FILTER``, and gone when
 the user search no longer finds them.
+
+A person signs in to the account linked to their DN, or to a new one named after them; an existing account
+of that name that is not linked to them (a local one, a superuser's, one linked to another identity) is
+refused with a message and an audit record, never taken over (``get_or_build_user``).
 """
 
 from __future__ import annotations
@@ -19,15 +23,16 @@ import ldap
 from django.conf import settings
 from django.dispatch import receiver
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from django_auth_ldap.backend import LDAPBackend, ldap_error
 from django_auth_ldap.config import GroupOfNamesType, LDAPSearch, LDAPSettings
 
-from audit.log import client_address
+from gpuportal.clients import client_address
 
 from .actor import DIRECTORY_ACTOR
 from .groups import normalize_dn
 from .models import AccountSource
-from .sync import bring_in_line, link_account
+from .sync import LinkRefused, bring_in_line, link_account, linked_user, name_taken, refuse_link
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +99,32 @@ class LDAPDirectoryBackend(LDAPBackend):
         self._request = request
         return super().authenticate(request, username=username, password=password, **kwargs)
 
+    def get_or_build_user(self, username, ldap_user):
+        """The account this person signs in to: the one linked to their DN, else a new one named ``username``.
+
+        django-auth-ldap would take any account of that name (a local one, a superuser's) and overwrite its
+        name and e-mail before the sign-in even finished; a name that is taken is refused here instead, after
+        the password was checked and before anything is written (``sync.link_account``)."""
+        dn = normalize_dn(ldap_user.dn)
+        user = linked_user(AccountSource.LDAP, dn)
+        refusal = None
+        if user is not None and user.is_superuser:
+            refusal = LinkRefused(user.get_username(), gettext_noop("the account is a superuser's"))
+        elif user is None and name_taken(username):
+            refusal = LinkRefused(username, gettext_noop("the name is taken by an account not linked to this person"))
+        if refusal is not None:
+            self._refuse(refusal, dn)
+            raise ldap_user.AuthenticationFailed(refusal.reason)
+        if user is not None:
+            return user, False
+        return self.get_user_model()(username=username.lower()), True
+
+    def _refuse(self, refusal: LinkRefused, dn: str) -> None:
+        address = client_address(self._request.META) if self._request is not None else ""
+        refuse_link(refusal, AccountSource.LDAP, dn, address=address)
+        if self._request is not None:  # the login page says why (the password was right)
+            self._request.directory_link_refused = refusal.username
+
     def authenticate_ldap_user(self, ldap_user, password):
         user = super().authenticate_ldap_user(ldap_user, password)
         if user is None:
@@ -105,7 +136,12 @@ class LDAPDirectoryBackend(LDAPBackend):
         except ldap.LDAPError as error:
             _remember_failure(self._request, error)
             return None
-        account = link_account(user, AccountSource.LDAP, normalize_dn(ldap_user.dn))
+        dn = normalize_dn(ldap_user.dn)
+        try:
+            account = link_account(user, AccountSource.LDAP, dn)
+        except LinkRefused as refusal:  # linked to another identity meanwhile
+            self._refuse(refusal, dn)
+            return None
         address = client_address(self._request.META) if self._request is not None else ""
         bring_in_line(user, account, groups, enabled=enabled, address=address,
                       reason=_("signed in with LDAP") if enabled else _("disabled in the directory"))

@@ -8,12 +8,14 @@ for ``DISCOVERY_TTL_SECONDS``), so no endpoint is configured by hand and nothing
 on ordinary requests.
 
 People are matched by the issuer's subject (``sub``), never by e-mail or name: an account at the provider
-can never take over a local account that happens to carry the same address or username.
+can never take over a local account that happens to carry the same address or username. Someone new gets an
+account named after their ``preferred_username``; when an account of that name exists already (a local one,
+one linked to another identity), the sign-in is refused with a message and an audit record, as is one whose
+linked account is a superuser's (``directory.sync.link_account``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import threading
@@ -25,16 +27,17 @@ import requests
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, get_user_model
 from django.core.exceptions import SuspiciousOperation
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
-from audit.log import client_address
+from gpuportal.clients import client_address
 
-from .actor import DIRECTORY_ACTOR
 from .models import AccountSource
-from .sync import bring_in_line, link_account
+from .sync import LinkRefused, bring_in_line, link_account, name_taken, refuse_link
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +124,24 @@ def oidc_setting(name: str, *default):
     return import_from_settings(name, *default)
 
 
+#: Claims an ID token must carry (OpenID Connect Core 1.0, section 3.1.3.7): who issued it, for which client,
+#: about whom, when, and until when. A token without ``exp`` would be valid for ever.
+REQUIRED_CLAIMS = ("iss", "aud", "sub", "exp", "iat")
+#: Seconds of clock difference between the provider and the portal tolerated on ``exp`` and ``iat``.
+CLOCK_LEEWAY_SECONDS = 60
+
+
+def decode_id_token(token: str, key, algorithm: str, issuer: str, client_id: str) -> dict:
+    """The claims of a signed ID token, verified: the signature with ``key``, ``iss`` the configured issuer
+    (with or without its trailing slash), ``aud`` this client, ``exp`` not passed and ``iat`` not in the future
+    (``CLOCK_LEEWAY_SECONDS``), every claim of ``REQUIRED_CLAIMS`` present. Raises ``jwt.PyJWTError``
+    otherwise. mozilla-django-oidc checks the signature only, so a token issued to another client of the same
+    provider, or one that never expires, would sign someone in."""
+    return jwt.decode(token, key, algorithms=[algorithm], audience=client_id,
+                      issuer=(issuer, f"{issuer}/"), leeway=CLOCK_LEEWAY_SECONDS,
+                      options={"require": list(REQUIRED_CLAIMS), "verify_iat": True})
+
+
 def _endpoint(name: str):
     return property(lambda self: self.get_settings(name, None))
 
@@ -156,6 +177,14 @@ class OIDCDirectoryBackend(OIDCAuthenticationBackend):
             logger.warning("OpenID Connect sign-in failed: %s", error)
             return None
 
+    def _verify_jws(self, payload, key):
+        """The ID token's signature and claims (``decode_id_token``), with the algorithm the provider offers."""
+        algorithm = jwt.get_unverified_header(payload).get("alg")
+        if algorithm != self.OIDC_RP_SIGN_ALGO:
+            raise SuspiciousOperation(f"the ID token is signed with {algorithm!r}, not {self.OIDC_RP_SIGN_ALGO!r}")
+        conf = oidc_conf()
+        return decode_id_token(payload, key, algorithm, conf["ISSUER"], conf["CLIENT_ID"])
+
     def get_userinfo(self, access_token, id_token, payload):
         """The ID token's claims with the userinfo endpoint's on top (providers put groups in either)."""
         claims = dict(payload)
@@ -171,12 +200,26 @@ class OIDCDirectoryBackend(OIDCAuthenticationBackend):
         return bool(claims.get("sub"))
 
     def filter_users_by_claims(self, claims):
-        return self.UserModel.objects.filter(directory_account__source=AccountSource.OIDC,
-                                             directory_account__issuer=oidc_conf()["ISSUER"],
-                                             directory_account__identifier=str(claims["sub"]))
+        """The account linked to this issuer's subject (a superuser's is refused before anything is updated)."""
+        users = self.UserModel.objects.filter(directory_account__source=AccountSource.OIDC,
+                                              directory_account__issuer=oidc_conf()["ISSUER"],
+                                              directory_account__identifier=str(claims["sub"]))
+        superuser = next((user for user in users if user.is_superuser), None)
+        if superuser is not None:
+            raise LinkRefused(superuser.get_username(), gettext_noop("the account is a superuser's"))
+        return users
 
     def create_user(self, claims):
-        user = self.UserModel.objects.create_user(free_username(claims), email=claims.get("email", ""))
+        """A new account for someone the portal has not seen, under their own name only: never an existing one."""
+        username = wanted_username(claims)
+        taken = LinkRefused(username, gettext_noop("the name is taken by an account not linked to this person"))
+        if name_taken(username):
+            raise taken
+        try:
+            with transaction.atomic():
+                user = self.UserModel.objects.create_user(username, email=claims.get("email", ""))
+        except IntegrityError as error:  # the name was taken at this same moment
+            raise taken from error
         return self.update_user(user, claims)
 
     def update_user(self, user, claims):
@@ -190,11 +233,18 @@ class OIDCDirectoryBackend(OIDCAuthenticationBackend):
         return user
 
     def get_or_create_user(self, access_token, id_token, payload):
-        user = super().get_or_create_user(access_token, id_token, payload)
-        if user is None:
+        conf = oidc_conf()
+        try:
+            user = super().get_or_create_user(access_token, id_token, payload)
+            if user is None:
+                return None
+            account = link_account(user, AccountSource.OIDC, str(self._claims["sub"]), issuer=conf["ISSUER"])
+        except LinkRefused as refusal:
+            refuse_link(refusal, AccountSource.OIDC, str(self._claims.get("sub", "")), issuer=conf["ISSUER"],
+                        address=client_address(self.request.META))
+            self.request.directory_link_refused = refusal.username  # the login page says why
             return None
-        conf, claims = oidc_conf(), self._claims
-        account = link_account(user, AccountSource.OIDC, str(claims["sub"]), issuer=conf["ISSUER"])
+        claims = self._claims
         groups = claims.get(conf["GROUPS_CLAIM"]) or []
         bring_in_line(user, account, [groups] if isinstance(groups, str) else [str(g) for g in groups],
                       enabled=True, reason=_("signed in with %(provider)s") % {"provider": conf["PROVIDER_NAME"]},
@@ -209,16 +259,13 @@ class OIDCDirectoryBackend(OIDCAuthenticationBackend):
 _USERNAME_CHARACTERS = re.compile(r"[^\w.@+-]")
 
 
-def free_username(claims: dict) -> str:
-    """A username for a new person: their ``preferred_username`` (or the name part of their e-mail) when no one
-    has it yet, else that name with a suffix derived from their subject."""
+def wanted_username(claims: dict) -> str:
+    """The username a new person asks for: their ``preferred_username`` (or the name part of their e-mail).
+
+    Not made unique by a suffix when it is taken: ``ada-1f2e3d4c`` beside a local ``ada`` would pass for her
+    in every list and audit record, so a taken name is refused (``create_user``) and a platform admin decides."""
     wanted = claims.get("preferred_username") or (claims.get("email") or "").split("@")[0] or "user"
-    wanted = _USERNAME_CHARACTERS.sub("", str(wanted))[:120] or "user"
-    taken = get_user_model().objects.filter(username__iexact=wanted).exists() or wanted.lower() == DIRECTORY_ACTOR
-    if not taken:
-        return wanted
-    suffix = hashlib.sha256(f"{oidc_conf()['ISSUER']} {claims['sub']}".encode()).hexdigest()[:8]
-    return f"{wanted}-{suffix}"
+    return _USERNAME_CHARACTERS.sub("", str(wanted))[:120] or "user"
 
 
 def signed_in_with_oidc(request) -> bool:

@@ -8,6 +8,10 @@ Rules:
 * A person disabled in the directory, or gone from it, is made inactive: Django refuses them at sign-in and
   the API refuses their tokens (``accounts.tokens.check``). They lose what the directory granted. They become
   active again only if it was the directory that disabled them (``disabled_by_directory``).
+* A sign-in lands only in the account already linked to its identity (source, issuer, DN or subject) or in a
+  new one: never in a local account that happens to carry the name, one linked to another identity, or a
+  superuser's (``link_account``). Those are refused and audited; a platform admin links explicitly
+  (``link_identity``, ``manage.py link_account``).
 * Every change is written through ``tenants.memberships`` inside ``acting_as_directory``, so each one is an
   audit record whose actor is "directory".
 """
@@ -17,8 +21,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
@@ -45,14 +51,87 @@ class Changes:
         return bool(self.added or self.removed or self.deactivated or self.reactivated)
 
 
+class LinkRefused(Exception):
+    """A directory identity may not have this account: it is someone else's (a local account, one linked to
+    another identity) or a superuser's. Sign-in refuses rather than let a directory decide who a local account
+    belongs to; a platform admin links accounts explicitly (``link_identity``)."""
+
+    def __init__(self, username: str, reason: str):
+        super().__init__(reason)
+        self.username, self.reason = username, reason
+
+
+def linked_user(source: str, identifier: str, issuer: str = ""):
+    """The account linked to this directory identity, or None."""
+    account = DirectoryAccount.objects.filter(source=source, issuer=issuer, identifier=identifier).select_related(
+        "user").first()
+    return account.user if account is not None else None
+
+
+def name_taken(username: str) -> bool:
+    """Whether a new account may not be called ``username`` (names are compared without case, as sign-in
+    looks them up)."""
+    return username.lower() == DIRECTORY_ACTOR or get_user_model().objects.filter(username__iexact=username).exists()
+
+
 def link_account(user, source: str, identifier: str, issuer: str = "") -> DirectoryAccount:
-    """Remember that ``user`` is the directory's ``identifier`` (a DN, or an issuer's subject)."""
-    account, created = DirectoryAccount.objects.get_or_create(user=user, defaults={
-        "source": source, "identifier": identifier, "issuer": issuer, "last_seen_at": timezone.now()})
+    """At sign-in: remember that ``user`` is the directory's ``identifier`` (a DN, or an issuer's subject).
+
+    Only an account with no link yet (the one the sign-in has just created) or one already linked to this same
+    identity; anything else raises LinkRefused, so no sign-in ever moves an account from one identity to
+    another or takes one over. Superusers never: they are the way in when the directory is wrong."""
+    if user.is_superuser:
+        raise LinkRefused(user.get_username(), gettext_noop("the account is a superuser's"))
+    try:
+        with transaction.atomic():
+            account, created = DirectoryAccount.objects.get_or_create(user=user, defaults={
+                "source": source, "identifier": identifier, "issuer": issuer, "last_seen_at": timezone.now()})
+    except IntegrityError as error:  # the identity is linked to another account
+        raise LinkRefused(user.get_username(), gettext_noop("the identity is linked to another account")) from error
     if not created:
-        account.source, account.identifier, account.issuer = source, identifier, issuer
+        if (account.source, account.issuer, account.identifier) != (source, issuer, identifier):
+            raise LinkRefused(user.get_username(), gettext_noop("the account is linked to another identity"))
         account.last_seen_at = timezone.now()
-        account.save(update_fields=["source", "identifier", "issuer", "last_seen_at", "last_updated"])
+        account.save(update_fields=["last_seen_at", "last_updated"])
+    return account
+
+
+def refuse_link(refusal: LinkRefused, source: str, identifier: str, issuer: str = "", address: str = "") -> None:
+    """Write down a refused sign-in (``DIRECTORY_LINK_REFUSED``): which identity wanted which account, and why."""
+    logger.warning("directory sign-in of %s %s refused: the account %s is not theirs (%s)", source, identifier,
+                   refusal.username, refusal.reason)
+    user = get_user_model().objects.filter(username__iexact=refusal.username).first()
+    with acting_as_directory(address):
+        audit.record(AuditAction.DIRECTORY_LINK_REFUSED, user, object_type="auth.user", object_repr=refusal.username,
+                     reason=refusal.reason, after={"source": source, "issuer": issuer, "identifier": identifier})
+
+
+def link_identity(user, source: str, identifier: str, issuer: str = "") -> DirectoryAccount:
+    """A platform admin's explicit link (``manage.py link_account``): ``user`` is this directory identity from now
+    on, whatever they were linked to before; audited (``DIRECTORY_LINK``, before and after).
+
+    Raises LinkRefused for a superuser (never a directory account: see ``link_account``), for the directory's own
+    actor, and for an identity another account holds (that one must not lose it silently)."""
+    username = user.get_username()
+    if user.is_superuser:
+        raise LinkRefused(username, gettext_noop("the account is a superuser's"))
+    if username == DIRECTORY_ACTOR:
+        raise LinkRefused(username, gettext_noop("the account is the directory's own"))
+    holder = linked_user(source, identifier, issuer)
+    if holder is not None and holder.pk != user.pk:
+        raise LinkRefused(holder.get_username(), gettext_noop("the identity is linked to another account"))
+    fields = ("source", "issuer", "identifier")
+    with transaction.atomic():
+        account = DirectoryAccount.objects.select_for_update().filter(user=user).first()
+        before = {name: getattr(account, name) for name in fields} if account else None
+        if account is None:
+            account = DirectoryAccount(user=user)
+        account.source, account.issuer, account.identifier = source, issuer, identifier
+        account.save()
+        after = {name: getattr(account, name) for name in fields}
+        if before != after:
+            audit.record(AuditAction.DIRECTORY_LINK, user, before=before, after=after,
+                         reason=gettext_noop("linked by a platform admin"))
     return account
 
 

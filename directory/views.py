@@ -16,7 +16,7 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 from tenants import access
 
 from . import groups
-from .forms import DIRECTORY_UNAVAILABLE, GroupMappingForm, SignInForm
+from .forms import DIRECTORY_UNAVAILABLE, LINK_REFUSED, LINK_REFUSED_MESSAGE, GroupMappingForm, SignInForm
 from .models import GroupMapping
 from .oidc_auth import ProviderUnavailable, oidc_conf, oidc_setting, provider_logout_url
 
@@ -31,6 +31,7 @@ class SignInView(LoginView):
         context = super().get_context_data(**kwargs)
         conf = oidc_conf()
         context["directory_unavailable"] = context["form"].has_error(NON_FIELD_ERRORS, DIRECTORY_UNAVAILABLE)
+        context["directory_link_refused"] = context["form"].has_error(NON_FIELD_ERRORS, LINK_REFUSED)
         context["oidc_provider"] = conf["PROVIDER_NAME"] if conf else ""
         return context
 
@@ -92,6 +93,10 @@ class OIDCCallbackView(OIDCAuthenticationCallbackView):
         return super().get(request)
 
     def login_failure(self):
+        refused_for = getattr(self.request, "directory_link_refused", None)
+        if refused_for is not None:  # the provider signed them in; the account of their name is not theirs
+            messages.error(self.request, LINK_REFUSED_MESSAGE % {"username": refused_for})
+            return redirect("login")
         return _provider_failed(self.request)
 
 

@@ -10,6 +10,10 @@ one) and a size cap (``MAX_SNAPSHOT_BYTES``); cycles never overlap (an advisory 
 process lock everywhere): a cycle that finds another one running returns at once with ``ran`` False. The
 Celery task runs on its own queue (``agents``, see ``CELERY_TASK_ROUTES``).
 
+Each poll resolves the agent's host once, checks every address as registration does (``fleet.networks``:
+inside ``AGENTS["NETWORKS"]``, never link-local) and connects only to an address it checked, so a host name
+pointed elsewhere after registration is a failed poll with the reason, never a connection.
+
 Nodes of the simulated cluster (no ``agent_url``) are read in-process through the agent's own code on a
 simulated device of their model's vendor (NVML for NVIDIA, amdsmi for AMD, npu-smi for Ascend…), so the demo
 exercises the same path.
@@ -25,6 +29,7 @@ import http.client
 import io
 import json
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -44,7 +49,7 @@ from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.system import SimulatedHostSampler
 
-from . import agent_tokens, catalogue, health, occupancy, signals
+from . import agent_tokens, catalogue, health, networks, occupancy, signals
 from .models import GPU, AcceleratorModel, FaultKind, GpuReading, Node, NodeEvent, NodeReading, Vendor
 
 logger = logging.getLogger(__name__)
@@ -121,14 +126,39 @@ class _DeadlineSocket:
 
 
 class _DeadlineMixin:
-    """Connect with the time left; the TLS handshake is bounded as a whole by the socket timeout."""
+    """Connect with the time left, to the addresses checked for this poll only; the TLS handshake is bounded as
+    a whole by the socket timeout.
+
+    ``http.client`` would resolve the host name again as it connects, and could be told another address than
+    the one just checked (DNS rebinding); here it connects to ``addresses`` instead, while the Host header and
+    the TLS server name (and so the certificate check) still come from the URL's host."""
 
     deadline: float = 0.0
+    addresses: tuple = ()
 
     def connect(self):
         self.timeout = max(self.deadline - time.monotonic(), 0.001)
+        self._create_connection = self._connect_checked
         super().connect()
         self.sock = _DeadlineSocket(self.sock, self.deadline)
+
+    def _connect_checked(self, host_port, timeout=None, source_address=None):
+        """The first of ``addresses`` that accepts, each tried with the time left (as ``socket.create_connection``
+        tries every address of a name)."""
+        port, error = host_port[1], None
+        for address in self.addresses:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("poll deadline passed")
+            sock = socket.socket(socket.AF_INET6 if address.version == 6 else socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(left)
+                sock.connect((str(address), port))
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        raise error or OSError("no address to connect to")
 
 
 class _HTTPConnection(_DeadlineMixin, http.client.HTTPConnection):
@@ -156,12 +186,13 @@ def fetch_snapshot(url: str, token: str, timeout: float, max_bytes: int | None =
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PollError(f"agent URL {url!r} is not http(s)")
     deadline = time.monotonic() + timeout
+    addresses = checked_addresses(parts.hostname)
     if parts.scheme == "https":
         context = _tls_context(settings.AGENTS.get("CA_FILE", ""))
         connection = _HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context)
     else:
         connection = _HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-    connection.deadline = deadline
+    connection.deadline, connection.addresses = deadline, addresses
     too_big = f"the answer is larger than the limit of {max_bytes} bytes (AGENTS['MAX_SNAPSHOT_BYTES'])"
     try:
         connection.request("GET", parts.path.rstrip("/") + "/v1/snapshot",
@@ -190,6 +221,22 @@ def fetch_snapshot(url: str, token: str, timeout: float, max_bytes: int | None =
         return validate_snapshot(json.loads(body))
     except (ValueError, UnicodeDecodeError) as exc:
         raise PollError(f"invalid snapshot: {exc}") from exc
+
+
+def checked_addresses(host: str) -> tuple:
+    """The addresses of the agent's host, resolved once for this poll, each checked as registration checks
+    them (``networks.address_problem``); PollError, before anything is contacted, when one may not be.
+
+    Registration checked the name once, but its owner may point it elsewhere since (the metadata service, the
+    portal's own host): a poll connects only to what it checked now."""
+    addresses = networks.resolve(host)
+    if not addresses:
+        raise PollError(f"the agent's host {host} does not resolve")
+    allowed = networks.agent_networks()
+    for address in addresses:
+        if problem := networks.address_problem(address, allowed):
+            raise PollError(f"not polled: the agent's host {host} resolves to {address}. {problem}")
+    return tuple(addresses)
 
 
 def validate_snapshot(data) -> dict:

@@ -221,6 +221,8 @@ def decision_refusal(user, request: PriorityRequest) -> str:
         return _("This request is already %(s)s.") % {"s": request.get_state_display().lower()}
     if user.pk == request.requester_id:
         return _("Nobody decides their own request, whatever roles they hold.")
+    if request.job_id and request.job.owner_id == user.pk:  # asked by someone else, it still favours them
+        return _("Nobody decides a request about their own job, whatever roles they hold.")
     if access.for_user(user).platform_admin:
         return ""
     if request.scope == ApproverScope.PLATFORM:

@@ -3,7 +3,9 @@
 * ``/healthz`` — the process is up and answers: 200 at once, touching nothing (a database outage must not
   make Kubernetes restart every portal pod, which would not bring the database back).
 * ``/readyz`` — this process can serve: the database answers, the broker answers (where there is one) and
-  no migration is waiting; 503 naming what is not ready otherwise, so traffic goes elsewhere meanwhile.
+  no migration is waiting; 503 naming what is not ready otherwise, so traffic goes elsewhere meanwhile. Only
+  the names reach an anonymous caller ("database": "not ready"); the error text (host names, ports, driver
+  messages) is shown to a local caller (``gpuportal.clients.is_local``) or one that sends the metrics token.
 
 Answered by the first middleware, before host validation and the HTTPS redirect: probes reach a pod by its
 address over plain HTTP, and neither is a public request.
@@ -11,6 +13,7 @@ address over plain HTTP, and neither is a public request.
 
 from __future__ import annotations
 
+import hmac
 import json
 
 from django.conf import settings
@@ -18,6 +21,8 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpResponse
 from kombu import Connection
+
+from .clients import is_local
 
 #: Seconds each dependency may take to answer a readiness probe.
 CHECK_TIMEOUT_SECONDS = 2.0
@@ -70,6 +75,17 @@ def _json(body: dict, status: int) -> HttpResponse:
     return response
 
 
+def may_see_details(request) -> bool:
+    """A local probe, or the scraper that holds ``GPUPORTAL_METRICS_TOKEN``."""
+    token = settings.METRICS["TOKEN"]
+    sent = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
+    return is_local(request) or bool(token and hmac.compare_digest(sent.encode(), token.encode()))
+
+
+def _named_only(checks: dict[str, str]) -> dict[str, str]:
+    return {name: value if value in ("ok", "not used") else "not ready" for name, value in checks.items()}
+
+
 class HealthCheckMiddleware:
     """``/healthz`` and ``/readyz`` (GET or HEAD), before anything else runs."""
 
@@ -81,5 +97,7 @@ class HealthCheckMiddleware:
             return _json({"status": "ok"}, 200)
         if request.path == "/readyz" and request.method in ("GET", "HEAD"):
             ready, checks = readiness()
+            if not may_see_details(request):
+                checks = _named_only(checks)
             return _json({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
         return self.get_response(request)

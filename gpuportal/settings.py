@@ -133,6 +133,9 @@ AUTHENTICATION_BACKENDS = ["accounts.lockout.LockoutBackend", "django.contrib.au
 AXES_FAILURE_LIMIT = int(os.environ.get("GPUPORTAL_LOGIN_FAILURE_LIMIT", 5))
 AXES_COOLOFF_TIME = float(os.environ.get("GPUPORTAL_LOGIN_LOCKOUT_MINUTES", 15)) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# The address of that pair by the trusted-proxy rule (gpuportal.clients), not the proxy's own address: behind
+# an ingress, five bad passwords from anywhere would otherwise lock the account for everyone.
+AXES_CLIENT_IP_CALLABLE = "gpuportal.clients.request_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
 AXES_VERBOSE = False
@@ -344,6 +347,10 @@ KUBERNETES = {
     "INGRESS_HOST": os.environ.get("GPUPORTAL_INGRESS_HOST", ""),
     "INGRESS_CLASS": os.environ.get("GPUPORTAL_INGRESS_CLASS", ""),
     "INGRESS_TLS_SECRET": os.environ.get("GPUPORTAL_INGRESS_TLS_SECRET", ""),
+    # The ConfigMap ("namespace/name") whose X-Gpuportal-Ingress-Auth entry (the shared secret of
+    # GPUPORTAL_INGRESS_AUTH_SECRET_FILE) nginx adds to its auth subrequests: without it the portal answers them
+    # 403 and hands no notebook token (docs/security.md, "Origins").
+    "INGRESS_AUTH_HEADERS": os.environ.get("GPUPORTAL_INGRESS_AUTH_HEADERS", ""),
 }
 # Celery time limits: the watch follows pod events for WATCH_SECONDS, so its limits follow that setting.
 CELERY_TASK_ANNOTATIONS = {"scheduling.tasks.watch_kubernetes": {
@@ -425,6 +432,19 @@ AUDIT = {
 }
 if AUDIT["KEY_VERSION"] < 1:
     raise ImproperlyConfigured("GPUPORTAL_AUDIT_KEY_VERSION must be 1 or more (0 marks records written unkeyed)")
+# The anchor: without heads exported out of the database, its owner can delete the newest records and put back an
+# older head row (its MAC is valid) unseen. Production refuses to start without one (audit/heads.py).
+if AUDIT["HEAD_SYSLOG"] and not (AUDIT["HEAD_SYSLOG"].startswith("/")
+                                 or AUDIT["HEAD_SYSLOG"].rpartition(":")[2].isdigit()):
+    raise ImproperlyConfigured("GPUPORTAL_AUDIT_HEAD_SYSLOG must be a socket path (/dev/log) or HOST:PORT (UDP)")
+if PRODUCTION and AUDIT["HEAD_FILE"] and not os.path.isabs(AUDIT["HEAD_FILE"]):
+    raise ImproperlyConfigured("GPUPORTAL_AUDIT_HEAD_FILE must be an absolute path")
+if PRODUCTION and not (AUDIT["HEAD_FILE"] or AUDIT["HEAD_SYSLOG"]):
+    raise ImproperlyConfigured(
+        "GPUPORTAL_AUDIT_HEAD_FILE (an append-only file out of the database owner's reach) or "
+        "GPUPORTAL_AUDIT_HEAD_SYSLOG (/dev/log or HOST:PORT of a syslog server) must be set when "
+        "GPUPORTAL_ENV=production: the audit chain's head is exported there, so that deleting the newest audit "
+        "records shows in manage.py verify_audit")
 # Reverse proxies (CIDRs) whose X-Forwarded-For is believed for the source address of audit records; from any
 # other peer the header is ignored and REMOTE_ADDR is recorded.
 try:
@@ -580,3 +600,41 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend" if DIRECTORY["LOCAL_LOGIN"] else "directory.local.BreakGlassBackend",
 ]
 # --- end of directory sign-in -------------------------------------------------------------------------------
+
+# --- Workloads on an origin of their own --------------------------------------------------------------------
+# Notebooks and services are served only on GPUPORTAL_WORKLOAD_ORIGIN (scheme://host[:port]), never on the portal's
+# own origin, so that nothing a tenant put in a workload runs as the portal (scheduling/workload_origin.py): a host
+# name of its own, outside the portal's cookie domain; "https://*.apps.example.org" gives each workload a host of
+# its own (a wildcard DNS name and certificate). The embedded demo serves them on a second port. Without one
+# (the production default), notebooks and services cannot be opened. The host joins ALLOWED_HOSTS.
+from urllib.parse import urlsplit as _urlsplit  # noqa: E402 - this block's own
+
+_WORKLOAD_ORIGIN = os.environ.get("GPUPORTAL_WORKLOAD_ORIGIN", "" if PRODUCTION else "http://127.0.0.1:8001")
+WORKLOADS = {
+    "ORIGIN": _WORKLOAD_ORIGIN.rstrip("/"),
+    # The sign-in ticket's lifetime (it is good for one use) and the workload cookie's.
+    "TICKET_SECONDS": int(os.environ.get("GPUPORTAL_WORKLOAD_TICKET_SECONDS", 60)),
+    "COOKIE_MAX_AGE": int(float(os.environ.get("GPUPORTAL_WORKLOAD_COOKIE_HOURS", 12)) * 3600),
+    # What an ingress's auth subrequest sends in X-Gpuportal-Ingress-Auth to be given a notebook's token, from a
+    # file; empty: no ingress is given one.
+    "INGRESS_AUTH_SECRET": _directory_secret("GPUPORTAL_INGRESS_AUTH_SECRET_FILE"),
+}
+if WORKLOADS["ORIGIN"]:
+    _workload = _urlsplit(WORKLOADS["ORIGIN"])
+    if (_workload.scheme not in ("http", "https") or not _workload.hostname or _workload.path or _workload.query
+            or "*" in _workload.hostname.removeprefix("*.")):
+        raise ImproperlyConfigured("GPUPORTAL_WORKLOAD_ORIGIN must be scheme://host[:port] (http or https, no path), "
+                                   "e.g. https://apps.portal.example.org or https://*.apps.portal.example.org")
+    _workload_hosts = _workload.hostname.removeprefix("*")  # ".apps.example.org" allows each workload's host
+    _portal_cookie_domains = [d.lstrip(".") for d in (globals().get("SESSION_COOKIE_DOMAIN"),
+                                                      globals().get("CSRF_COOKIE_DOMAIN")) if d]
+    if PRODUCTION and (_workload_hosts.lstrip(".") == (_urlsplit(PORTAL_URL).hostname or "")
+                       or any(_workload_hosts.endswith(d) for d in _portal_cookie_domains)):
+        # Cookies ignore ports and follow their domain: the portal's CSRF cookie would be readable there.
+        raise ImproperlyConfigured("GPUPORTAL_WORKLOAD_ORIGIN must have a host name of its own, neither the "
+                                   "portal's (GPUPORTAL_URL) nor one under the portal's cookie domain")
+    if _workload_hosts not in ALLOWED_HOSTS and "*" not in ALLOWED_HOSTS:
+        ALLOWED_HOSTS = [*ALLOWED_HOSTS, _workload_hosts]
+MIDDLEWARE.insert(MIDDLEWARE.index("whitenoise.middleware.WhiteNoiseMiddleware"),
+                  "scheduling.workload_origin.WorkloadOriginMiddleware")
+# --- end of workloads on an origin of their own -------------------------------------------------------------

@@ -6,12 +6,14 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
 from tenants import access
 
+from . import workload_origin
 from .executors import LiveState, executor_for
 from .models import TERMINAL_STATUSES, Job, JobGroup, JobStatus, WorkloadKind, label_of
 
@@ -25,8 +27,10 @@ def may_open(user, job: Job) -> bool:
 
 
 def may_call(user, group: JobGroup) -> bool:
-    """Who may call a service through the portal: members of its tenant (and platform admins)."""
-    return access.sees_all_tenants(user) or group.tenant_id in access.member_tenant_ids(user)
+    """Who may call a service: those who may submit jobs in its tenant (researchers, approvers, tenant admins)
+    and platform admins. Read-only roles (managers, viewers) may not: a call can change what the service holds
+    or does, and reading a tenant's pages is no right to act in it."""
+    return access.can_submit(user, group.tenant_id)
 
 
 def live_state(job: Job) -> LiveState:
@@ -40,12 +44,21 @@ def live_state(job: Job) -> LiveState:
         return LiveState()
 
 
+def service_url(group_id: int) -> str:
+    """A service's address for programs (with an API token): on the workload origin, where it is served (the
+    portal's own path, which only sends browsers on, while no workload origin is configured)."""
+    if workload_origin.configured():
+        return workload_origin.url(workload_origin.Workload(workload_origin.SERVICE, group_id))
+    return reverse("scheduling:service-endpoint-root", args=[group_id], urlconf=settings.ROOT_URLCONF)
+
+
 def job_url(job: Job) -> str | None:
-    """The portal's address of a notebook (while it runs) or of a replica's service; None for other jobs."""
+    """Where a running notebook opens (the portal's address, which signs the reader in to the workload origin)
+    or a replica's service is called; None for other jobs."""
     if job.kind == WorkloadKind.NOTEBOOK and job.status == JobStatus.RUNNING:
-        return reverse("scheduling:notebook-open-root", args=[job.pk])
+        return reverse("scheduling:notebook-open-root", args=[job.pk], urlconf=settings.ROOT_URLCONF)
     if job.kind == WorkloadKind.SERVICE and job.group_id:
-        return reverse("scheduling:service-endpoint-root", args=[job.group_id])
+        return service_url(job.group_id)
     return None
 
 

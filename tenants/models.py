@@ -1,11 +1,13 @@
 """Tenants, projects, who may do what, and how many GPUs each tenant may hold."""
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
 from gpuportal.models import TimeStampedModel
+from gpuportal.names import dns_label
 
 from .scoping import TenantScopedQuerySet
 
@@ -65,6 +67,18 @@ class Tenant(TimeStampedModel):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        """Two tenants never share a Kubernetes namespace: "ml_lab" and "ml-lab", or "Vision" and "vision",
+        map to one (``gpuportal.names.dns_label``), where each would see and touch the other's pods."""
+        super().clean()
+        label = dns_label(self.name or "")
+        clash = next((t.name for t in Tenant.objects.exclude(pk=self.pk).only("name") if dns_label(t.name) == label),
+                     None)
+        if clash:
+            raise ValidationError({"name": _(
+                "Tenant %(other)s already has the namespace this name maps to (%(label)s): choose a name that "
+                "differs from it in more than case, hyphens or underscores.") % {"other": clash, "label": label}})
 
 
 class Project(TimeStampedModel):

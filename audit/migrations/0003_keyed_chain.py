@@ -6,13 +6,21 @@ and gets its MAC, so that nobody without the key can later pass re-hashed record
 with ``GPUPORTAL_AUDIT_KEY`` set to the production key: the MAC is made with the key this process has.
 """
 
+import hashlib
+import hmac
+
+from django.conf import settings
 from django.db import migrations, models
 
 
-def seal_head(apps, schema_editor):
-    # The one MAC rule, the one verify() checks; it reads only the three fields given here.
-    from audit.log import head_mac
+def head_mac(head) -> str:
+    """The head's MAC as verify() checked it at this migration: over the three fields the head had then.
+    (Migration 0011 checks it and seals the record count and time it adds.)"""
+    message = f"audit-head:{head.last_seq}:{head.last_hash}:{head.keyed_from_seq}".encode()
+    return hmac.new(settings.AUDIT["KEY"], message, hashlib.sha256).hexdigest()
 
+
+def seal_head(apps, schema_editor):
     head_model = apps.get_model("audit", "AuditChainHead")
     for head in head_model.objects.using(schema_editor.connection.alias).all():
         head.keyed_from_seq = head.last_seq + 1

@@ -1,16 +1,15 @@
 """Nodes as every signed-in user may see them, and what an agent sends when it registers."""
 
-import ipaddress
-import socket
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.validators import RegexValidator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from gpuportal.api import RequestSerializer, text_field
+
+from ..networks import address_problem, agent_networks, resolve
 
 
 class GPUSerializer(serializers.Serializer):
@@ -42,24 +41,6 @@ class NodeSerializer(serializers.Serializer):
     gpus = GPUSerializer(many=True)
 
 
-def agent_networks() -> list:
-    """``AGENTS["NETWORKS"]`` parsed; a typo in the setting must fail loudly, not accept everything."""
-    return [ipaddress.ip_network(text, strict=False) for text in settings.AGENTS["NETWORKS"]]
-
-
-def _addresses(host: str) -> list:
-    """Every address ``host`` stands for (the literal, or all that DNS gives), IPv4-mapped ones unwrapped."""
-    try:
-        found = [ipaddress.ip_address(host.split("%", 1)[0])]
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-        except (OSError, UnicodeError):
-            return []
-        found = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
-    return [getattr(a, "ipv4_mapped", None) or a for a in found]
-
-
 def _shape_problem(parts) -> str:
     """What is wrong with the URL's form itself ("" when nothing)."""
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
@@ -76,25 +57,11 @@ def agent_url_problem(url: str) -> str:
     parts = urlsplit(url)
     if problem := _shape_problem(parts):
         return problem
-    addresses = _addresses(parts.hostname)
+    addresses = resolve(parts.hostname)
     if not addresses:
         return _("The host %(host)s of the agent URL does not resolve.") % {"host": parts.hostname}
     networks = agent_networks()
-    loopback_allowed = any(n.is_loopback for n in networks)
-    for address in addresses:
-        if address.is_link_local:  # 169.254.0.0/16 and fe80::/10: the cloud metadata service lives there
-            return _("Agent URLs may not point to link-local addresses such as %(address)s "
-                     "(169.254.0.0/16, fe80::/10: cloud metadata).") % {"address": address}
-        if address.is_loopback and not loopback_allowed:
-            return _("Agent URLs may not point to loopback addresses such as %(address)s unless "
-                     "GPUPORTAL_AGENT_NETWORKS includes a loopback network.") % {"address": address}
-        if address.is_unspecified or address.is_multicast:
-            return _("Agent URLs may not point to %(address)s.") % {"address": address}
-        if not any(address in n for n in networks if n.version == address.version):
-            return _("The address %(address)s of the agent URL is outside the agent networks "
-                     "(GPUPORTAL_AGENT_NETWORKS: %(networks)s).") % {
-                "address": address, "networks": ", ".join(str(n) for n in networks) or _("none")}
-    return ""
+    return next((problem for address in addresses if (problem := address_problem(address, networks))), "")
 
 
 #: The shape of an agent URL, for the schema: http(s), a host (no user or password), an optional path.

@@ -12,7 +12,7 @@ from gpuportal.api import text_field, whole_number_field
 from .. import workloads
 from ..models import JobGroup
 from ..submission import FIELDS, MAX_REPLICAS
-from ..workload_queries import group_view, visible_group
+from ..workload_queries import group_view, service_url, visible_group
 
 
 class ReplicaSerializer(serializers.Serializer):
@@ -78,7 +78,7 @@ def service_data(request, group: JobGroup) -> dict:
     view = group_view(group)
     return {**_common(group), "image": group.image, "revision": group.revision, "port": group.port,
             "replicas": group.size, "ready_replicas": view.ready_replicas, "rolling_out": view.rolling_out,
-            "url": None if group.stopped_at else request.build_absolute_uri(f"/services/{group.pk}/endpoint/"),
+            "url": None if group.stopped_at else request.build_absolute_uri(service_url(group.pk)),
             "stopped_at": group.stopped_at,
             "members": [{"job": m.job.pk, "replica": m.job.group_index, "revision": m.job.revision,
                          "status": m.job.status, "ready": m.live.ready, "restarts": m.live.restarts,

@@ -19,6 +19,7 @@ gone (``--pid-file`` removed) so nothing outlives a cleanup.
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import sys
@@ -26,6 +27,9 @@ import threading
 import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+#: Jupyter Server's own policy on its pages (no site but itself may frame them); the portal passes it on.
+JUPYTER_POLICY = "frame-ancestors 'self'; report-uri {base_url}api/security/csp-report"
 
 
 class _State:
@@ -49,11 +53,13 @@ def make_handler(state: _State):
         def log_message(self, format, *log_args):  # noqa: A002 - the base class's name
             pass  # the portal logs the proxied request; nobody reads this process's stderr
 
-        def _send(self, status: int, body, content_type="application/json"):
+        def _send(self, status: int, body, content_type="application/json", policy=""):
             data = body if isinstance(body, bytes) else (
                 json.dumps(body).encode() if content_type == "application/json" else body.encode())
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            if policy:
+                self.send_header("Content-Security-Policy", policy)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -80,10 +86,12 @@ def make_handler(state: _State):
                     return self._send(200, {"started": _iso(state.started), "last_activity": _iso(state.last_activity),
                                             "connections": 0, "kernels": state.kernels})
                 state.last_activity = time.time()
+                # The image is the submitter's text: escaped, or a name like "<script>…" would run in the page.
                 return self._send(200, (
                     "<!doctype html><html><head><title>Jupyter stand-in</title></head><body>"
-                    f"<h1>Notebook of job {args.job}</h1><p id='standin'>Jupyter stand-in serving {args.image}; "
-                    f"kernels: {state.kernels}</p></body></html>"), "text/html; charset=utf-8")
+                    f"<h1>Notebook of job {args.job}</h1><p id='standin'>Jupyter stand-in serving "
+                    f"{html.escape(args.image)}; kernels: {state.kernels}</p></body></html>"),
+                    "text/html; charset=utf-8", policy=JUPYTER_POLICY.format(base_url=args.base_url))
             if path.startswith("/v1/models"):
                 return self._send(200, {"object": "list", "data": [{"id": args.image, "revision": args.revision,
                                                                     "replica": args.job}]})

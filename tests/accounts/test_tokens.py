@@ -72,7 +72,11 @@ def test_several_tokens_per_user_and_revocation_takes_effect_at_once(alice):
     client = bearer(first)
     listed = client.get("/api/tokens/").json()
     assert len(listed) == 2 and "token" not in listed[0]
-    created = client.post("/api/tokens/", {"name": "laptop"}, format="json")
+    minted = client.post("/api/tokens/", {"name": "laptop"}, format="json")
+    assert minted.status_code == 403 and "sign in with your password" in minted.json()["detail"]
+    session = APIClient()
+    session.force_login(alice)  # the Tokens page's session, signed in with the password
+    created = session.post("/api/tokens/", {"name": "laptop"}, format="json")
     assert created.status_code == 201 and "no-store" in created["Cache-Control"]
     third = created.json()["token"]
     assert works(third)

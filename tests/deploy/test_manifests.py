@@ -38,6 +38,7 @@ KUBERNETES_VERSIONS = ("1.30", "1.37")
 OVERLAYS = ("single-cluster", "air-gapped")
 PORTAL_NAMESPACE, AGENT_NAMESPACE = "gpuportal", "gpuportal-agents"
 WORKLOADS = ("Deployment", "DaemonSet", "Job")
+SECRET_FILES = ("secret.env", "agent-tokens.env", "migrate-secret.env")
 
 
 def _clean_env(**extra) -> dict:
@@ -58,8 +59,8 @@ def site_tree(tmp: Path) -> Path:
     tree = tmp / "kustomize"
     shutil.copytree(KUSTOMIZE, tree)
     for overlay in OVERLAYS:
-        shutil.copy(tree / "secret.env.example", tree / "overlays" / overlay / "secret.env")
-        shutil.copy(tree / "agent-tokens.env.example", tree / "overlays" / overlay / "agent-tokens.env")
+        for name in SECRET_FILES:
+            shutil.copy(tree / f"{name}.example", tree / "overlays" / overlay / name)
     return tree
 
 
@@ -89,6 +90,11 @@ def pod_spec(workload: dict) -> dict:
     return workload["spec"]["template"]["spec"]
 
 
+def all_containers(spec: dict) -> list[dict]:
+    """The init containers (the migration Job's first step) and the containers."""
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
 def workloads(objects: list[dict]) -> list[dict]:
     return [o for o in objects if o["kind"] in WORKLOADS]
 
@@ -114,8 +120,10 @@ def test_each_overlay_renders_every_object_the_issue_lists(rendered, overlay):
     backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     assert backend["name"] == "gpuportal-portal" and backend["port"]["name"] == service["spec"]["ports"][0]["name"]
     [migrate] = by_kind(objects, "Job").values()
+    [first] = pod_spec(migrate)["initContainers"]
+    assert first["command"] == ["python", "manage.py", "migrate", "--noinput"]
     [container] = pod_spec(migrate)["containers"]
-    assert container["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    assert container["command"][:3] == ["python", "manage.py", "audit_db_roles"]
     settings = generated(objects, "ConfigMap", "gpuportal-settings")
     assert settings["data"]["GPUPORTAL_ENV"] == "production"
     secret = generated(objects, "Secret", "gpuportal-secrets")
@@ -142,7 +150,7 @@ def test_every_container_has_limits_and_a_locked_down_security_context(rendered,
         assert pod_security.get("seccompProfile", {}).get("type") == "RuntimeDefault", name
         assert not any("hostPath" in volume for volume in spec.get("volumes", [])), f"{name} mounts a host path"
         mounts_tmp = {v["name"] for v in spec.get("volumes", []) if "emptyDir" in v}
-        for container in spec["containers"]:
+        for container in all_containers(spec):
             resources = container.get("resources", {})
             for section in ("requests", "limits"):
                 assert {"cpu", "memory"} <= set(resources.get(section, {})), f"{name}: {section}"
@@ -187,7 +195,7 @@ def test_one_beat_at_a_time(rendered, overlay):
 def test_every_container_command_exists_and_accepts_its_arguments(rendered, overlay):
     commands = {}
     for workload in workloads(rendered[overlay][1]):
-        for container in pod_spec(workload)["containers"]:
+        for container in all_containers(pod_spec(workload)):
             argv = [*container.get("command", []), *container.get("args", [])]
             assert argv, f"{workload['metadata']['name']} relies on the image's command"
             assert command_problems(argv) == [], argv
@@ -280,8 +288,9 @@ def test_network_policies_deny_by_default_and_open_only_what_each_part_needs(ren
     dns = {("UDP", 53), ("TCP", 53)}
     database, broker, api, agents, mail = {("TCP", 5432)}, {("TCP", 6379)}, {("TCP", 443), ("TCP", 6443)}, \
         {("TCP", 9400)}, {("TCP", 25), ("TCP", 587)}
-    expected = {"gpuportal-portal": dns | database | broker | api | mail,
-                "gpuportal-worker": dns | database | broker | api | mail,
+    anchor = {("UDP", 514)}  # syslog, where the audit chain's head goes
+    expected = {"gpuportal-portal": dns | database | broker | api | mail | anchor,
+                "gpuportal-worker": dns | database | broker | api | mail | anchor,
                 "gpuportal-worker-agents": dns | database | broker | api | mail | agents,
                 "gpuportal-beat": dns | broker,
                 "migrate": dns | database}
@@ -338,6 +347,59 @@ def test_the_agent_runs_on_gpu_nodes_with_its_nodes_token(rendered, overlay):
     assert env["GPUPORTAL_URL"]["valueFrom"]["configMapKeyRef"]["name"] == agent_settings["metadata"]["name"]
 
 
+# --- database roles and the audit anchor ----------------------------------------------------------------------
+
+
+def _url_user(url: str) -> str | None:
+    return urlparse(url).username
+
+
+def _secret_names(container: dict) -> set[str]:
+    """The Secrets a container reads, whole (envFrom) or by key (env)."""
+    names = {s["secretRef"]["name"] for s in container.get("envFrom", []) if "secretRef" in s}
+    return names | {e["valueFrom"]["secretKeyRef"]["name"] for e in container.get("env", [])
+                    if "secretKeyRef" in e.get("valueFrom", {})}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_migrations_run_as_the_tables_owner_and_the_portal_as_its_restricted_role(rendered, overlay):
+    """The owner's URL reaches the migration Job only; after migrate, the Job gives the portal's role (the user of
+    the portal's DATABASE_URL) its rights with audit_db_roles: no table of its own, no UPDATE or DELETE of the
+    audit log."""
+    objects = rendered[overlay][1]
+    owner_secret = generated(objects, "Secret", "gpuportal-migrate-secrets")["metadata"]["name"]
+    app_user = _url_user(read_env_file(KUSTOMIZE / "secret.env.example")["DATABASE_URL"])
+    owner_user = _url_user(read_env_file(KUSTOMIZE / "migrate-secret.env.example")["DATABASE_URL"])
+    assert app_user and owner_user and app_user != owner_user
+    for workload in workloads(objects):
+        name = workload["metadata"]["name"]
+        for container in all_containers(pod_spec(workload)):
+            assert (owner_secret in _secret_names(container)) == (name == "gpuportal-migrate"), name
+    steps = all_containers(pod_spec(by_kind(objects, "Job")["gpuportal-migrate"]))
+    assert [step["command"][2] for step in steps] == ["migrate", "audit_db_roles"]
+    for step in steps:
+        [database] = [e for e in step["env"] if e["name"] == "DATABASE_URL"]  # env wins over envFrom
+        assert database["valueFrom"]["secretKeyRef"] == {"name": owner_secret, "key": "DATABASE_URL"}
+    roles = steps[1]["command"]
+    assert roles[roles.index("--app-role") + 1] == app_user
+
+
+def test_production_exports_the_audit_head_to_syslog_and_refuses_to_start_without_an_anchor(rendered):
+    objects = rendered["single-cluster"][1]
+    settings = generated(objects, "ConfigMap", "gpuportal-settings")["data"]
+    host, _sep, port = settings["GPUPORTAL_AUDIT_HEAD_SYSLOG"].rpartition(":")
+    assert host and port.isdigit()
+    labels = {name: d["spec"]["template"]["metadata"]["labels"] for name, d in by_kind(objects, "Deployment").items()}
+    policies = list(by_kind(objects, "NetworkPolicy").values())
+    for exporter in ("gpuportal-worker", "gpuportal-portal"):  # the beat task's worker; verify_audit in a portal pod
+        assert ("UDP", int(port)) in _egress_ports(policies, labels[exporter]), exporter
+    secret = filled_in(read_env_file(KUSTOMIZE / "secret.env.example"))
+    without = {key: value for key, value in settings.items() if key != "GPUPORTAL_AUDIT_HEAD_SYSLOG"}
+    refused = django_in_production({**without, **secret}, "check")
+    assert refused.returncode != 0 and "ImproperlyConfigured" in refused.stderr
+    assert "GPUPORTAL_AUDIT_HEAD_FILE" in refused.stderr and "GPUPORTAL_AUDIT_HEAD_SYSLOG" in refused.stderr
+
+
 # --- the site's names and images --------------------------------------------------------------------------------
 
 
@@ -358,7 +420,7 @@ def test_host_names_agree(rendered, overlay):
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_images_are_pinned_by_version(rendered, overlay):
     for workload in workloads(rendered[overlay][1]):
-        for container in pod_spec(workload)["containers"]:
+        for container in all_containers(pod_spec(workload)):
             name, _sep, tag = container["image"].rpartition(":")
             assert name and "/" not in tag and re.fullmatch(r"\d+\.\d+\.\d+", tag), container["image"]
 
@@ -366,7 +428,7 @@ def test_images_are_pinned_by_version(rendered, overlay):
 def test_air_gapped_points_at_nothing_outside_the_site(rendered):
     text, objects = rendered["air-gapped"]
     for workload in workloads(objects):
-        for container in pod_spec(workload)["containers"]:
+        for container in all_containers(pod_spec(workload)):
             assert container["image"].startswith("registry.local/"), container["image"]
             assert container["imagePullPolicy"] == "IfNotPresent", workload["metadata"]["name"]
     names = set()
@@ -375,6 +437,7 @@ def test_air_gapped_points_at_nothing_outside_the_site(rendered):
             names |= {urlparse(url).hostname for url in re.findall(r"\w+://[^\s,]+", value)}
         names |= {h.strip() for h in config["data"].get("ALLOWED_HOSTS", "").split(",") if h.strip()}
         names |= {config["data"][k] for k in ("EMAIL_HOST",) if k in config["data"]}
+        names |= {config["data"][k].rpartition(":")[0] for k in ("GPUPORTAL_AUDIT_HEAD_SYSLOG",) if k in config["data"]}
     names |= {rule["host"] for rule in by_kind(objects, "Ingress")["gpuportal"]["spec"]["rules"]}
     assert names and all(n.endswith((".internal", ".local")) for n in names), names
     assert "example.com" not in text
@@ -382,7 +445,7 @@ def test_air_gapped_points_at_nothing_outside_the_site(rendered):
 
 def test_single_cluster_pulls_from_a_registry_of_its_own(rendered):
     for workload in workloads(rendered["single-cluster"][1]):
-        for container in pod_spec(workload)["containers"]:
+        for container in all_containers(pod_spec(workload)):
             assert container["image"].startswith("registry.example.com/gpuportal/"), container["image"]
 
 
@@ -443,7 +506,7 @@ def test_without_its_secret_the_portal_refuses_to_start(rendered):
 
 def test_the_secret_files_stay_out_of_git():
     for overlay in OVERLAYS:
-        for name in ("secret.env", "agent-tokens.env"):
+        for name in SECRET_FILES:
             ignored = subprocess.run(["git", "check-ignore", "-q", f"deploy/kustomize/overlays/{overlay}/{name}"],
                                      cwd=REPO, check=False)
             assert ignored.returncode == 0, f"git would take {overlay}/{name}"
@@ -502,6 +565,30 @@ def test_the_env_file_holds_everything_production_needs_and_points_where_the_uni
     done = django_in_production(filled_in(example), "check", "--deploy", "--fail-level", "WARNING")
     assert done.returncode == 0, done.stdout + done.stderr
     assert_placeholders_refused({}, example)
+
+
+def test_the_services_use_the_restricted_role_and_gpuportal_migrate_the_owner():
+    """gpuportal.env (every service) names the portal's role; migrate.env, read by gpuportal-migrate alone and after
+    gpuportal.env, names the tables' owner; the script migrates, then gives that role its rights."""
+    app = read_env_file(SYSTEMD / "gpuportal.env.example")
+    owner = read_env_file(SYSTEMD / "migrate.env.example")
+    assert set(owner) == {"DATABASE_URL"}
+    app_user, owner_user = _url_user(app["DATABASE_URL"]), _url_user(owner["DATABASE_URL"])
+    assert app_user and owner_user and app_user != owner_user
+    for name in UNITS:
+        assert "migrate.env" not in (SYSTEMD / name).read_text(), name
+    script = SYSTEMD / "gpuportal-migrate"
+    assert os.access(script, os.X_OK) and subprocess.run(["sh", "-n", str(script)], check=False).returncode == 0
+    text = script.read_text()
+    service = read_unit(SYSTEMD / "gpuportal-web.service")["Service"]
+    assert re.findall(r"--property=EnvironmentFile=(\S+)", text) == [service["EnvironmentFile"],
+                                                                      "/etc/gpuportal/migrate.env"]
+    assert f"--uid={service['User']}" in text and f"--property=WorkingDirectory={service['WorkingDirectory']}" in text
+    steps = re.findall(r"^manage (.+)$", text, re.M)
+    assert steps == ["migrate --noinput", 'audit_db_roles --app-role "$app_role"']
+    assert re.search(r"app_role=\$\{1:-(\w+)\}", text).group(1) == app_user
+    done = django_in_production(filled_in({**app, **owner}), "check", "--deploy", "--fail-level", "WARNING")
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_systemd_analyze_verify_accepts_the_units(tmp_path):

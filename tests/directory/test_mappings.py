@@ -7,6 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from audit.models import AuditAction, AuditRecord
 from directory import groups
 from directory.groups import access_for_groups, normalize_group
 from directory.models import GroupMapping
@@ -122,3 +123,28 @@ def test_map_group_command(tenants):
     assert list(GroupMapping.objects.values_list("group", flat=True)) == ["portal-auditors"]
     with pytest.raises(CommandError, match="no such mapping"):
         call_command("map_group", VISION_DN, "--tenant", "vision", "--role", "researcher", "--remove")
+
+
+def mapping_records():
+    return list(AuditRecord.objects.filter(action=AuditAction.DIRECTORY_MAPPING_CHANGE).order_by("seq").values_list(
+        "actor_name", "before", "after"))
+
+
+def test_every_change_of_a_mapping_is_audited_whoever_makes_it(admin_client, tenants):
+    """A mapping decides who becomes a tenant member or a platform admin: adding, changing and removing one is
+    an audit record with what it was and what it became, from the page (its admin), a command or code."""
+    vision = tenants["vision"].pk
+    admin_client.post("/directory/groups/", {"group": VISION_DN, "tenant": "vision", "role": "researcher"})
+    mapping = GroupMapping.objects.get()
+    mapping.role = Role.APPROVER
+    mapping.save()
+    call_command("map_group", "portal-admins", "--platform-role", "platform_admin", stdout=StringIO())
+    call_command("map_group", "portal-admins", "--platform-role", "platform_admin", "--remove", stdout=StringIO())
+    admin_client.post(f"/directory/groups/{mapping.pk}/remove/")
+    researcher = {"group": VISION_DN, "tenant": vision, "role": "researcher", "platform_role": ""}
+    approver = {**researcher, "role": "approver"}
+    admins = {"group": "portal-admins", "tenant": None, "role": "", "platform_role": "platform_admin"}
+    assert mapping_records() == [("admin", None, researcher), ("", researcher, approver), ("", None, admins),
+                                 ("", admins, None), ("admin", approver, None)]
+    record = AuditRecord.objects.filter(action=AuditAction.DIRECTORY_MAPPING_CHANGE).first()
+    assert (record.object_type, record.tenant_id) == ("directory.groupmapping", vision)

@@ -5,12 +5,14 @@ import threading
 
 
 class RawAgent:
-    """A fake agent that reads the request, then answers with ``respond(sock)`` (drip, flood, ...)."""
+    """A fake agent that reads the request (kept in ``requests``), then answers with ``respond(sock)`` (drip,
+    flood, ...)."""
 
-    def __init__(self, respond):
-        self.respond, self.accepted = respond, threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+    def __init__(self, respond, host="127.0.0.1", port=0):
+        self.respond, self.accepted, self.requests = respond, threading.Event(), []
+        self.listener = socket.create_server((host, port))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://{host}:{self.port}"
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -25,7 +27,7 @@ class RawAgent:
     def _answer(self, sock):
         with sock:
             try:
-                sock.recv(65536)
+                self.requests.append(sock.recv(65536))
                 self.respond(sock)
             except OSError:  # the poller hung up: what a deadline is for
                 pass

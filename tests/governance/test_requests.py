@@ -76,6 +76,18 @@ def test_nobody_approves_their_own_request(users, api):
     assert Job.objects.get(pk=job.pk).max_runtime_minutes == 600
 
 
+def test_nobody_decides_a_request_about_their_own_job_asked_by_someone_else(users, api):
+    job = submission.submit_job(users["carol"], job_payload(project="segmentation", gpus_per_node=2))
+    created = api("admin").post("/api/priority-requests/", {
+        "kind": "runtime_extension", "job": job.pk, "max_runtime_minutes": 600,
+        "justification": "Carol's run needs ten hours."}, format="json")
+    assert created.status_code == 201, created.content
+    refused = api("carol").post(f"/api/priority-requests/{created.json()['id']}/approve/", {}, format="json")
+    assert refused.status_code == 403 and "their own job" in refused.json()["detail"]
+    assert PriorityRequest.objects.get(pk=created.json()["id"]).state == RequestState.PENDING
+    assert Job.objects.get(pk=job.pk).max_runtime_minutes != 600
+
+
 def test_burst_needs_a_platform_approver_and_then_lets_the_job_start(users, api):
     waiting = fill_vision_a100(users)
     assert fresh(waiting).wait_reason == "quota_exhausted"

@@ -41,6 +41,19 @@ def test_readyz_checks_the_database_migrations_and_broker(client, settings):
     assert time.monotonic() - started < 10  # a probe gives up quickly
 
 
+def test_readyz_names_what_is_down_but_shows_its_error_only_to_a_local_probe_or_the_metrics_token(client, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    settings.METRICS = {**settings.METRICS, "TOKEN": "scrape-t0ken"}
+    remote = client.get("/readyz", REMOTE_ADDR="203.0.113.9")
+    assert remote.status_code == 503
+    assert remote.json()["checks"] == {"database": "ok", "migrations": "ok", "broker": "not ready"}
+    proxied = client.get("/readyz", HTTP_X_FORWARDED_FOR="203.0.113.9")  # loopback, but through the proxy
+    assert proxied.json()["checks"]["broker"] == "not ready"
+    scraper = client.get("/readyz", REMOTE_ADDR="203.0.113.9", HTTP_AUTHORIZATION="Bearer scrape-t0ken")
+    assert scraper.json()["checks"]["broker"].startswith("unreachable")
+
+
 @pytest.fixture
 def json_log():
     """The request logger's records, as the production handler formats them."""

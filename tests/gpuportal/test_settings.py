@@ -37,7 +37,8 @@ def test_production_refuses_to_start_without_its_settings():
 STRONG_KEY = "Zq8-vL2_pX4mK7rT" * 4
 PRODUCTION = {"GPUPORTAL_ENV": "production", "SECRET_KEY": STRONG_KEY, "ALLOWED_HOSTS": "portal.example",
               "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/gpuportal",
-              "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0", "GPUPORTAL_AUDIT_KEY": "a-test-audit-chain-key-" * 2}
+              "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0", "GPUPORTAL_AUDIT_KEY": "a-test-audit-chain-key-" * 2,
+              "GPUPORTAL_AUDIT_HEAD_FILE": "/var/log/gpuportal/audit-heads.jsonl"}
 
 
 def test_production_with_everything_set_starts():

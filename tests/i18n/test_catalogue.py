@@ -43,6 +43,8 @@ KNOWN_FALSE_FORMAT_FLAGS: set[str] = set()  # msgids xgettext wrongly flags as p
 #: (first English form of a glossary row, msgid) -> why that msgid uses the English word in another sense.
 GLOSSARY_EXCEPTIONS = {
     ("request", "The request body is larger than %(n)d MiB."): "an HTTP request: 请求",
+    ("request", "Refused: this request comes from another site than the workload's."): "an HTTP request: 请求",
+    ("request", "Bad request."): "an HTTP request: 请求",
     ("request", "The request was refused."): "an HTTP request: 请求",
     ("request", "The request was refused"): "an HTTP request: 请求",
     ("request", "Server error: the portal could not finish this request. Try again in a minute."):

@@ -1,11 +1,12 @@
-"""Notebooks, inference services and arrays end to end on the simulated cluster: the API, the portal's proxy
-to the real stand-in servers, rolling updates and scaling, arrays with a limit on tasks at once."""
+"""Notebooks, inference services and arrays end to end on the simulated cluster: the API, the workload origin's
+proxy to the real stand-in servers, rolling updates and scaling, arrays with a limit on tasks at once."""
 
 from __future__ import annotations
 
 import re
 import time
 from importlib import import_module
+from urllib.parse import urlsplit
 
 import pytest
 from django.apps import apps as django_apps
@@ -18,12 +19,16 @@ from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload
 from tests.factories import PASSWORD
 
+#: Where notebooks and services answer (never on the portal's origin: tests/scheduling/test_workload_origin.py).
+WORKLOAD_HOST = "127.0.0.1:8001"
+
 
 @pytest.fixture
 def serving(settings, tmp_path):
     """Stand-ins live under this test's directory, start at once, and are all stopped afterwards."""
     settings.SIMULATION_STANDIN_DIR = tmp_path / "standins"
     settings.SIMULATION_TIME_SCALE = 1e-6
+    settings.WORKLOADS = {**settings.WORKLOADS, "ORIGIN": f"http://{WORKLOAD_HOST}"}
     yield
     simulated_serving.stop_all()
 
@@ -32,6 +37,14 @@ def _client(username) -> Client:
     client = Client()
     assert client.login(username=username, password=PASSWORD)
     return client
+
+
+def _sign_in_to_workload(client, portal_path) -> None:
+    """The portal's redirect to the workload origin, and the exchange of its ticket for the workload cookie."""
+    entry = client.get(portal_path)
+    assert entry.status_code == 302 and urlsplit(entry["Location"]).netloc == WORKLOAD_HOST, entry
+    target = urlsplit(entry["Location"])
+    assert client.get(f"{target.path}?{target.query}", HTTP_HOST=WORKLOAD_HOST).status_code == 200
 
 
 def _sync_until(check, rounds=80):
@@ -59,21 +72,21 @@ def test_notebook_opens_for_its_owner_only(api, users, serving):
     assert shown["url"].endswith(f"/jobs/{job_id}/open/")
 
     owner = _client("alice")
-    page = owner.get(f"/jobs/{job_id}/open/")
+    _sign_in_to_workload(owner, f"/jobs/{job_id}/open/")
+    page = owner.get(f"/jobs/{job_id}/open/", HTTP_HOST=WORKLOAD_HOST)
     assert page.status_code == 200 and b"Jupyter stand-in" in page.content
-    kernel = owner.post(f"/jobs/{job_id}/open/api/kernels", data=b"{}", content_type="application/json")
+    kernel = owner.post(f"/jobs/{job_id}/open/api/kernels", data=b"{}", content_type="application/json",
+                        HTTP_HOST=WORKLOAD_HOST)
     assert kernel.status_code == 201
-    status = owner.get(f"/jobs/{job_id}/open/api/status").json()
+    status = owner.get(f"/jobs/{job_id}/open/api/status", HTTP_HOST=WORKLOAD_HOST).json()
     assert status["kernels"] == 1
     assert "Open" in owner.get(f"/jobs/{job_id}/").content.decode()
 
     assert _client("carol").get(f"/jobs/{job_id}/open/").status_code == 403  # same tenant, not the owner
     assert _client("bob").get(f"/jobs/{job_id}/open/").status_code == 404  # another tenant: no such job
     assert Client().get(f"/jobs/{job_id}/open/").status_code == 302  # to the sign-in page
-    allowed = owner.get(f"/jobs/{job_id}/open-auth/")
-    assert allowed.status_code == 204 and allowed["Authorization"].startswith("token ")
-    assert _client("bob").get(f"/jobs/{job_id}/open-auth/").status_code == 403
-    assert Client().get(f"/jobs/{job_id}/open-auth/").status_code == 401
+    refused = owner.get(f"/jobs/{job_id}/open-auth/")  # only an ingress with the shared secret is answered
+    assert refused.status_code == 403 and "Authorization" not in refused
 
     job = Job.objects.get(pk=job_id)
     port = job.executor_state["serving"]["port"]
@@ -100,16 +113,17 @@ def test_service_rolls_out_and_scales(api, users, serving):
     gid = body["group"]
     assert _sync_until(lambda: _service(api, gid)["ready_replicas"] == 2)
     endpoint = f"/services/{gid}/endpoint/v1/completions"
-    answer = api("alice").post(endpoint, {"prompt": "abc"}, format="json")
+    answer = api("alice").post(endpoint, {"prompt": "abc"}, format="json", HTTP_HOST=WORKLOAD_HOST)
     assert answer.status_code == 200 and answer.json()["revision"] == 1 and answer.json()["choices"][0]["text"] == "cba"
-    assert api("bob").post(endpoint, {"prompt": "x"}, format="json").status_code == 404  # another tenant
+    assert api("bob").post(endpoint, {"prompt": "x"}, format="json",
+                           HTTP_HOST=WORKLOAD_HOST).status_code == 404  # another tenant
 
     rolled = api("alice").post(f"/api/services/{gid}/rollout/", {"image": "registry.local/vllm:0.6"}, format="json")
     assert rolled.status_code == 200 and rolled.json()["revision"] == 2 and rolled.json()["rolling_out"]
     revisions_served = set()
     for _round in range(120):
         sync_job_status()
-        answer = api("alice").post(endpoint, {"prompt": "x"}, format="json")
+        answer = api("alice").post(endpoint, {"prompt": "x"}, format="json", HTTP_HOST=WORKLOAD_HOST)
         assert answer.status_code == 200, "the service stopped answering during the rolling update"
         revisions_served.add(answer.json()["revision"])
         state = _service(api, gid)
@@ -196,18 +210,11 @@ def _sign_in(page, live_server, username):
     page.wait_for_url(f"{live_server.url}/")
 
 
-def test_browser_opens_the_notebook_for_its_owner_and_refuses_another_tenant(page, live_server, users, serving):
+def test_browser_refuses_the_notebook_to_another_tenant(page, live_server, users, serving):
+    """Opening it in a browser, on the workload origin, is test_workload_origin.py's (this page fixture allows
+    one origin only)."""
     job = submission.submit_job(users["alice"], job_payload(kind="notebook", task_type="notebook", gpus_per_node=1))
     assert _sync_until(lambda: _running(job.pk))
-    _sign_in(page, live_server, "alice")
-    page.goto(f"{live_server.url}/jobs/{job.pk}/")
-    with page.expect_popup() as popup:
-        page.click("#open-notebook")
-    notebook = popup.value
-    notebook.wait_for_load_state()
-    assert "Jupyter stand-in" in notebook.locator("#standin").inner_text()
-    notebook.close()
-
     _sign_in(page, live_server, "bob")
     refused = page.goto(f"{live_server.url}/jobs/{job.pk}/open/")
     assert refused.status == 404 and "Jupyter" not in page.content()

@@ -94,14 +94,15 @@ def tenant_device_limits(tenant, accelerator_resources: dict | None = None, now=
 def ingress_config() -> manifests.IngressConfig | None:
     """Where notebooks and services are published: ``settings.KUBERNETES["INGRESS_HOST"]`` (none: no Ingress),
     ``PORTAL_URL`` (the portal as nginx reaches it for its auth subrequests; default ``settings.PORTAL_URL``),
-    ``INGRESS_CLASS`` and ``INGRESS_TLS_SECRET``."""
+    ``INGRESS_CLASS``, ``INGRESS_TLS_SECRET`` and ``INGRESS_AUTH_HEADERS``."""
     options = settings.KUBERNETES
     if not options.get("INGRESS_HOST"):
         return None
     return manifests.IngressConfig(host=options["INGRESS_HOST"],
                                    portal_url=options.get("PORTAL_URL") or settings.PORTAL_URL,
                                    class_name=options.get("INGRESS_CLASS") or "",
-                                   tls_secret=options.get("INGRESS_TLS_SECRET") or "")
+                                   tls_secret=options.get("INGRESS_TLS_SECRET") or "",
+                                   auth_headers=options.get("INGRESS_AUTH_HEADERS") or "")
 
 
 class KubernetesExecutor(Executor):

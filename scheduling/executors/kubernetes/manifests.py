@@ -18,8 +18,9 @@ The kinds of work (``JobSpec.kind``) take these shapes, each pinned to the node 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+
+from gpuportal.names import dns_label
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuportal"}
 JOB_LABEL = "gpuportal.io/job"
@@ -71,11 +72,6 @@ VENDOR_ENV = {
 HCCL_CONNECT_TIMEOUT_SECONDS = 1200
 
 
-def dns_label(text: str, limit: int = 63) -> str:
-    label = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return label[:limit].rstrip("-") or "x"
-
-
 @dataclass(frozen=True)
 class JobSpec:
     """What the manifests need of a job (plain values, so ``--example`` needs no database)."""
@@ -117,6 +113,9 @@ class IngressConfig:
     portal_url: str
     class_name: str = ""
     tls_secret: str = ""
+    #: "namespace/name" of the ConfigMap of headers nginx adds to its auth subrequests (the shared secret that
+    #: makes the portal answer them with the notebook's token); empty: none, and the portal refuses them.
+    auth_headers: str = ""
 
 
 def namespace_name(prefix: str, tenant: str) -> str:
@@ -487,6 +486,8 @@ def _ingress(prefix: str, spec: JobSpec, ingress: IngressConfig, *, name: str, o
         "nginx.ingress.kubernetes.io/proxy-buffering": "off",
         **(extra or {}),
     }
+    if ingress.auth_headers:
+        annotations["nginx.ingress.kubernetes.io/auth-proxy-set-headers"] = ingress.auth_headers
     spec_ = {"rules": [{"host": ingress.host, "http": {"paths": [{
         "path": path, "pathType": path_type,
         "backend": {"service": {"name": service, "port": {"number": port}}}}]}}]}

@@ -38,6 +38,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from .conflicts import StateConflict
 from .validation import RFC3339_DATE, RFC3339_DATETIME, whole_number
+from .views import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +66,10 @@ class DatabaseUnavailable(exceptions.APIException):
     """503: the database connection broke under the request; a retry soon is the right answer, not a 500."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = gettext_lazy("The database did not answer; try again in a few seconds (a submission sent "
-                                  "again with the same Idempotency-Key is stored once).")
+    default_detail = DATABASE_UNAVAILABLE
     default_code = "database_unavailable"
 
 
-#: Seconds a client should wait before retrying after a 503.
-RETRY_AFTER_SECONDS = 2
 
 
 class Conflict(exceptions.APIException):

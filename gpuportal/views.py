@@ -9,10 +9,13 @@ even when what failed is the database or the template engine.
 from __future__ import annotations
 
 import logging
+import sys
 
-from django.http import HttpResponseForbidden, HttpResponseServerError
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, HttpResponseForbidden, HttpResponseServerError, JsonResponse
 from django.template import loader
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 logger = logging.getLogger(__name__)
 
@@ -25,9 +28,37 @@ def csrf_failure(request, reason: str = ""):
     return HttpResponseForbidden(html)
 
 
+#: Seconds a client should wait before retrying when the database connection was lost under its request.
+RETRY_AFTER_SECONDS = 2
+#: What such a client reads (the API's views answer it too: ``gpuportal.api.DatabaseUnavailable``).
+DATABASE_UNAVAILABLE = gettext_lazy("The database did not answer; try again in a few seconds (a submission sent "
+                                    "again with the same Idempotency-Key is stored once).")
+
+
+def _database_unavailable(request) -> HttpResponse:
+    """503 with Retry-After: the database connection broke under the request (a failover, a restart), wherever
+    it broke — in a view, a middleware or a commit. A retry soon is the answer, not a 500 (the API's own views
+    answer the same through ``gpuportal.api.exception_handler``)."""
+    if request.path.startswith("/api/"):
+        response = JsonResponse({"detail": str(DATABASE_UNAVAILABLE)}, status=503)
+    else:
+        try:  # the error page, without the request's context processors (they query the database)
+            response = HttpResponse(loader.render_to_string("500.html", {"retry": DATABASE_UNAVAILABLE}),
+                                    status=503)
+        except Exception:  # the page that reports an error must not raise one of its own
+            logger.exception("the 503 page could not be rendered")
+            response = HttpResponse(str(DATABASE_UNAVAILABLE), status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 def server_error(request):
     """``handler500``: ``templates/500.html`` rendered without the request, hence without the context
-    processors, which query the database that may be what failed; plain text if even that fails."""
+    processors, which query the database that may be what failed; plain text if even that fails. A lost
+    database connection is a 503 instead (``_database_unavailable``)."""
+    if isinstance(sys.exc_info()[1], OperationalError | InterfaceError):
+        logger.warning("request lost its database connection: %s", sys.exc_info()[1])
+        return _database_unavailable(request)
     try:
         return HttpResponseServerError(loader.render_to_string("500.html"))
     except Exception:  # the page that reports an error must not raise one of its own

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import time
 
+from django.db import DatabaseError
+
 from gpuportal.logs import log_tenant, request_logger
 
 from .models import Membership
@@ -50,4 +52,7 @@ class TenantLogContextMiddleware:
             return  # no request line is written (the embedded demo's text logs): no lookup either
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
-            log_tenant.set(tenant_names(user.pk))
+            try:
+                log_tenant.set(tenant_names(user.pk))
+            except DatabaseError:  # a log line's context is not worth failing the answer (a lost connection)
+                log_tenant.set("-")

@@ -38,3 +38,17 @@ def test_the_schema_documents_the_503(api):
     schema = api("alice").get("/api/schema/?format=json").json()
     operation = schema["paths"]["/api/jobs/"]["post"]
     assert "503" in operation["responses"] and "Retry-After" in operation["responses"]["503"]["headers"]
+
+
+@pytest.mark.parametrize(("path", "kind"), [("/", "text/html"), ("/api/jobs/", "application/json")])
+def test_a_connection_lost_outside_the_apis_views_is_a_503_too(client, users, path, kind):
+    """Middleware (the session, the log context) and commits touch the database outside DRF's views: the 500
+    handler answers a lost connection with the same 503 (found by the chaos soak)."""
+    client.force_login(users["alice"])
+    client.raise_request_exception = False  # what a browser gets, not the test client's re-raise
+    _terminate_this_connection()
+    response = client.get(path)
+    connection.close()
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == "2" and response["Content-Type"].startswith(kind)
+    assert b"try again in a few seconds" in response.content

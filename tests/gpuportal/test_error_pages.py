@@ -73,9 +73,10 @@ def test_500_renders_when_the_database_is_down(users):
     with connection.execute_wrapper(database_down):
         response = alice.get("/")
     html = response.content.decode()
-    assert response.status_code == 500
+    assert response.status_code == 503 and response["Retry-After"] == "2"  # a lost database: retry soon
     assert_in_layout(html, menu=False)
     assert "Something went wrong on our side" in html and "Connection refused" not in html
+    assert "try again in a few seconds" in html
 
 
 def test_500_falls_back_to_plain_text_when_its_page_cannot_render(rf, monkeypatch):

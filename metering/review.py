@@ -5,8 +5,8 @@ groups (resources, tasks, governance, improvements) that a platform team hands t
 ``reports.report_for`` (the frozen snapshot of a closed month, so the pack says what the report page says),
 the previous month the same way for the comparison, and each group adds the few aggregate queries the report
 has no figure for (run times, checkpoints, approvals from the audit log, the capacity plan). The document's
-shape is fixed in /work/notes/review_contract.md; ``review_pdf`` and ``review_xlsx`` render it and translate
-only their own chrome, so both formats show the same sentences and numbers.
+shape is the dict ``build_review`` returns (its docstring and the pack's tests); ``review_pdf`` and
+``review_xlsx`` render it and translate only their own chrome, so both formats show the same sentences and numbers.
 
 The groups live in ``review_groups``; this module holds the document's frame: coverage, comparison, summary.
 """

@@ -283,6 +283,16 @@ def _sign_in_first(request, workload: Workload, path: str) -> HttpResponse:
     return JsonResponse({"message": _("Open it from the portal, or send an API token.")}, status=401)
 
 
+def _arrival(request, workload: Workload) -> HttpResponse | None:
+    """What every workload request answers before its own checks: 404 on a host that does not serve this
+    workload, the ticket's exchange for a cookie; None to go on."""
+    if not workload_origin.serves(request, workload):
+        return workload_not_found(request)
+    if request.method in ("GET", "HEAD") and TICKET_PARAMETER in request.GET:
+        return _exchange(request, workload)
+    return None
+
+
 def _cross_origin() -> JsonResponse:
     return JsonResponse({"message": _("Refused: this request comes from another site than the workload's.")},
                         status=403)
@@ -291,10 +301,8 @@ def _cross_origin() -> JsonResponse:
 @csrf_exempt  # the workload origin's requests are not the portal's: its SameSite=Strict cookie and Origin check
 def workload_notebook(request, pk, path=""):
     workload = Workload(NOTEBOOK, pk)
-    if not workload_origin.serves(request, workload):
-        return workload_not_found(request)
-    if request.method in ("GET", "HEAD") and TICKET_PARAMETER in request.GET:
-        return _exchange(request, workload)
+    if (arrival := _arrival(request, workload)) is not None:
+        return arrival
     user = workload_origin.cookie_user(request, workload)
     if user is None:
         return _sign_in_first(request, workload, path)
@@ -313,10 +321,8 @@ def workload_notebook(request, pk, path=""):
 @csrf_exempt  # programs call with an API token; a browser's cookie is SameSite=Strict and its Origin is checked
 def workload_service(request, pk, path=""):
     workload = Workload(SERVICE, pk)
-    if not workload_origin.serves(request, workload):
-        return workload_not_found(request)
-    if request.method in ("GET", "HEAD") and TICKET_PARAMETER in request.GET:
-        return _exchange(request, workload)
+    if (arrival := _arrival(request, workload)) is not None:
+        return arrival
     by_token = "Authorization" in request.headers
     user = _token_user(request) if by_token else workload_origin.cookie_user(request, workload)
     if user is None:

@@ -88,8 +88,8 @@ def _sync_step(job: Job) -> None:
         record_update(job, update, now)
 
 
-def _running_with_dead_server(api) -> tuple[JobGroup, Job]:
-    """A service of one replica, running, whose server process was killed (a crash the sync has not seen yet)."""
+def _running_service(api) -> tuple[JobGroup, Job]:
+    """A service of one replica whose server runs, after as many syncs as that takes."""
     group, replica = _service(api)
     for _round in range(80):
         sync_job_status()
@@ -98,6 +98,12 @@ def _running_with_dead_server(api) -> tuple[JobGroup, Job]:
             break
         time.sleep(0.05)
     assert replica.status == JobStatus.RUNNING
+    return group, replica
+
+
+def _running_with_dead_server(api) -> tuple[JobGroup, Job]:
+    """A service of one replica, running, whose server process was killed (a crash the sync has not seen yet)."""
+    group, replica = _running_service(api)
     serving = replica.executor_state["serving"]
     os.kill(serving["pid"], signal.SIGKILL)
     for _round in range(200):
@@ -202,14 +208,7 @@ def test_a_server_started_by_a_sync_whose_transition_loses_to_a_cancel_is_stoppe
 def test_a_stop_that_died_halfway_is_finished_by_the_status_sync(api, users, standins, monkeypatch):
     """``stop_service`` marks the service stopped, then cancels its replicas one by one: a worker or a database
     connection that dies in between left the replica running for ever (found by the chaos soak)."""
-    group, replica = _service(api)
-    for _round in range(80):
-        sync_job_status()
-        replica.refresh_from_db()
-        if replica.status == JobStatus.RUNNING:
-            break
-        time.sleep(0.05)
-    assert replica.status == JobStatus.RUNNING
+    group, replica = _running_service(api)
     serving = replica.executor_state["serving"]
 
     def dies(*args, **kwargs):

@@ -33,7 +33,7 @@ from scheduling.executors import KubernetesExecutor
 from scheduling.executors.kubernetes.sync import resync_all
 from scheduling.lifecycle import ALLOWED_TRANSITIONS
 from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobEvent, JobStatus
-from scheduling.reconcile import ReconcileReport, reconcile
+from scheduling.passes.reconcile import ReconcileReport, reconcile
 from scheduling.tasks import sync_job_status
 
 #: Beyond every reconcile bound (README: 120 s admitted, 300 s dispatching).

@@ -17,9 +17,11 @@ from django.utils import timezone
 from fleet.models import GPU, GpuReading, Node, NodeReading
 from gpuportal.dates import local_day, next_month
 from gpuportal.db import bulk_insert
-from metering import improvement_queries, improvements, reports
+from metering.improvements import queries as improvement_queries
+from metering.improvements import services as improvements
 from metering.models import CapacityAction, GpuPrice, ImprovementAction
-from metering.rollup import rollup
+from metering.reports import monthly as reports
+from metering.usage.rollup import rollup
 from scheduling.models import JobAllocation
 
 #: Demo prices per GPU-hour; A100 got cheaper at the start of last month (a price history to show).

@@ -19,13 +19,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.models import GPU, Cluster, Node
-from metering import reports
+from metering.reports import monthly as reports
 from metering.tasks import freeze_last_month
-from scheduling import lifecycle, submission
-from scheduling.dispatch import KEPT_STATE
-from scheduling.executors.simulated import SimulatedExecutor, plan_for
-from scheduling.executors.simulated_log import WATCHDOG_SECONDS
+from scheduling import lifecycle
+from scheduling.executors.simulated.executor import SimulatedExecutor, plan_for
+from scheduling.executors.simulated.log import WATCHDOG_SECONDS
+from scheduling.jobs import submission
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus, TaskType
+from scheduling.passes.dispatch import KEPT_STATE
 from scheduling.tasks import record_update
 from tenants.models import Membership, PlatformRole, Project, Quota, Role, Tenant
 
@@ -112,8 +113,8 @@ HISTORY_OUTCOMES = [
 ]
 #: The first multi-node run of the history and every eighth after it first lose the network between their nodes
 #: (NCCL's watchdog), are diagnosed to one node, retried away from it and then succeed; the others succeed at once.
-#: One in eight stays below the acceptance checklist's 20 % (``metering.acceptance``) from the 11th run on, which
-#: two closed months always reach: the demo's multi-node row shows failures localised, not a network to check.
+#: One in eight stays below the acceptance checklist's 20 % (``metering.acceptance.checklist``) from the 11th run on,
+#: which two closed months always reach: the demo's multi-node row shows failures localised, not a network to check.
 COMMUNICATION_EVERY = 8
 #: A communication failure is seen only once NCCL's watchdog gave up on the hung collective.
 COMMUNICATION_FIRST_RUN = timedelta(seconds=WATCHDOG_SECONDS + 60)

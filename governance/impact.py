@@ -14,8 +14,8 @@ from collections.abc import Callable
 from django.utils import timezone
 
 from scheduling import engine
-from scheduling.queries import size_text
-from scheduling.snapshots import load_snapshots
+from scheduling.jobs.queries import size_text
+from scheduling.passes.snapshots import load_snapshots
 
 #: A waiting job is "delayed" when its estimated start moves later by more than this (seconds).
 DELAY_TOLERANCE = 60.0
@@ -69,7 +69,7 @@ def with_runtime(job_id: int, max_runtime_seconds: float) -> Change:
 
 
 def _size(job) -> str:
-    """The job's size as the queue page shows other tenants' jobs (``scheduling.queries.size_text``)."""
+    """The job's size as the queue page shows other tenants' jobs (``scheduling.jobs.queries.size_text``)."""
     if isinstance(job, engine.WaitingJob):
         return size_text(job.nodes, job.gpus_per_node, job.gpu_milli, job.gpu_model)
     first = job.placements[0] if job.placements else None

@@ -20,10 +20,10 @@ from django.utils.translation import gettext as _
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.models import GpuReading
-from scheduling import job_actions
+from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus, WorkloadKind
 from scheduling.tasks import request_scheduling_pass
-from scheduling.workload_queries import live_state
+from scheduling.workloads.queries import live_state
 
 from .models import IdlePolicy, IdleWatch, NotificationKind
 from .notifications import notify

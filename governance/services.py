@@ -21,7 +21,7 @@ from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.validation import moment, whole_number
-from scheduling import job_actions
+from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobStatus, TaskType
 from scheduling.tasks import request_scheduling_pass
 from tenants import access, quotas

@@ -12,8 +12,8 @@ from django.views.decorators.http import require_POST
 
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.dates import day_start
+from scheduling.jobs.queries import quota_usage
 from scheduling.models import Job, Reservation
-from scheduling.queries import quota_usage
 
 from . import services
 from .forms import PreferencesForm, RequestForm

@@ -273,7 +273,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # its transaction rolls back first). A pass, a dispatch batch, a rollup or a poll cycle takes seconds.
 CELERY_TASK_TIME_LIMIT = float(os.environ.get("GPUPORTAL_TASK_TIME_LIMIT", 75))
 CELERY_TASK_SOFT_TIME_LIMIT = 0.9 * CELERY_TASK_TIME_LIMIT
-# The reconciler (scheduling/reconcile.py): how long a job may stay admitted or dispatching before it is
+# The reconciler (scheduling/passes/reconcile.py): how long a job may stay admitted or dispatching before it is
 # repaired, and how often it runs.
 RECONCILE = {
     "ADMITTED_SECONDS": float(os.environ.get("GPUPORTAL_RECONCILE_ADMITTED_SECONDS", 120)),
@@ -326,8 +326,8 @@ METERING = {
     "CURRENCY": os.environ.get("GPUPORTAL_CURRENCY", "USD"),
     "ROLLUP_INTERVAL_SECONDS": float(os.environ.get("GPUPORTAL_ROLLUP_INTERVAL", 3600)),
 }
-# The monthly review pack (issue 19, metering/review_pdf.py, review_xlsx.py, review_charts.py): the font that draws
-# Chinese (and every other text) in the PDF and its charts; the image carries Debian's fonts-wqy-microhei there.
+# The monthly review pack (metering/review/render/): the font that draws Chinese (and every other text) in the PDF
+# and its charts; the image carries Debian's fonts-wqy-microhei there.
 # Missing: the PDF falls back to reportlab's built-in STSong-Light for Chinese (charts then lack Chinese glyphs).
 REVIEW_PACK = {
     "CJK_FONT": os.environ.get("GPUPORTAL_REVIEW_FONT", "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),
@@ -603,7 +603,7 @@ AUTHENTICATION_BACKENDS = [
 
 # --- Workloads on an origin of their own --------------------------------------------------------------------
 # Notebooks and services are served only on GPUPORTAL_WORKLOAD_ORIGIN (scheme://host[:port]), never on the portal's
-# own origin, so that nothing a tenant put in a workload runs as the portal (scheduling/workload_origin.py): a host
+# own origin, so that nothing a tenant put in a workload runs as the portal (scheduling/workloads/origin.py): a host
 # name of its own, outside the portal's cookie domain; "https://*.apps.example.org" gives each workload a host of
 # its own (a wildcard DNS name and certificate). The embedded demo serves them on a second port. Without one
 # (the production default), notebooks and services cannot be opened. The host joins ALLOWED_HOSTS.
@@ -636,5 +636,5 @@ if WORKLOADS["ORIGIN"]:
     if _workload_hosts not in ALLOWED_HOSTS and "*" not in ALLOWED_HOSTS:
         ALLOWED_HOSTS = [*ALLOWED_HOSTS, _workload_hosts]
 MIDDLEWARE.insert(MIDDLEWARE.index("whitenoise.middleware.WhiteNoiseMiddleware"),
-                  "scheduling.workload_origin.WorkloadOriginMiddleware")
+                  "scheduling.workloads.origin.WorkloadOriginMiddleware")
 # --- end of workloads on an origin of their own -------------------------------------------------------------

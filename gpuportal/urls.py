@@ -37,7 +37,7 @@ urlpatterns = [
     path("audit/", include("audit.urls")),
     path("metrics", metrics, name="metrics"),
     path("reports/", include("metering.urls")),
-    path("acceptance/", include("metering.acceptance_urls")),
+    path("acceptance/", include("metering.acceptance.urls")),
     path("", include("fleet.urls")),
     path("", include("scheduling.urls")),
 ]

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import GpuPrice, MonthlyReport
+from metering.models import GpuPrice, MonthlyReport
 
 
 @admin.register(GpuPrice)

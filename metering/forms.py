@@ -10,11 +10,11 @@ from django.utils.translation import pgettext_lazy
 
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.validation import calendar_month
+from metering.acceptance import checklist as acceptance
+from metering.improvements import services as improvements
+from metering.improvements.queries import edited_value, shown_value, stored_value
+from metering.models import AcceptanceArea, ImprovementDirection, ImprovementMetric, ImprovementStatus
 from tenants.models import Tenant
-
-from . import acceptance, improvements
-from .improvement_queries import edited_value, shown_value, stored_value
-from .models import AcceptanceArea, ImprovementDirection, ImprovementMetric, ImprovementStatus
 
 # --- improvement actions (issue 19) --------------------------------------------------------------------
 

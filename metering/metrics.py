@@ -23,8 +23,8 @@ from fleet.models import GPU, Cluster, Node
 from gpuportal.db import percentile
 from gpuportal.models import OperationalCounter
 from gpuportal.telemetry import label_text
-from scheduling.fragmentation_figures import fragmentation_now
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
+from scheduling.passes.fragmentation import fragmentation_now
 from tenants.models import Quota
 
 #: Every family ``/metrics`` exports: name -> (Prometheus type, help). The one list the Grafana dashboard and the

@@ -1,7 +1,7 @@
 """Metering facts: who used which GPUs for how long, how well, at what price.
 
 Shaped like Open XDMoD's fact tables: ``UsageDaily`` (one row per day and attribution key) is rebuilt from
-allocations and agent readings by ``metering.rollup``; ``UsageMonthly`` is the sum of a month's daily rows;
+allocations and agent readings by ``metering.usage.rollup``; ``UsageMonthly`` is the sum of a month's daily rows;
 ``JobFact`` is one row per job (wait, outcome, preemptions) for counts and percentiles; ``CapacityDaily`` is
 one row per day and GPU model (capacity, peaks, host counters) for the platform report and the capacity
 advice. Every table is rebuilt for a range by deleting and re-inserting it, so re-running a range gives

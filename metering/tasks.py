@@ -8,10 +8,9 @@ from celery import shared_task
 from django.utils import timezone
 
 from gpuportal.dates import local_day
+from metering.reports import monthly as reports
+from metering.usage.rollup import rollup
 from tenants.models import Tenant
-
-from . import reports
-from .rollup import rollup
 
 
 @shared_task

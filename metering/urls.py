@@ -1,6 +1,8 @@
 from django.urls import path
 
-from . import improvement_views, review_views, views
+from metering.improvements import views as improvement_views
+from metering.reports import views
+from metering.review import views as review_views
 
 app_name = "metering"
 urlpatterns = [

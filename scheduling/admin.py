@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Job, JobEvent, Reservation, TaskType
+from scheduling.models import Job, JobEvent, Reservation, TaskType
 
 
 @admin.register(Reservation)

@@ -13,9 +13,8 @@ class SchedulingConfig(AppConfig):
         from audit.models import AuditAction
         from audit.registry import audit_changes
         from fleet import occupancy, signals
-
-        from .models import Job, JobEvent, JobGroup, Reservation
-        from .occupancy import JobOccupancy, mark_jobs_hit_by_fault, pass_after_capacity_change
+        from scheduling.jobs.occupancy import JobOccupancy, mark_jobs_hit_by_fault, pass_after_capacity_change
+        from scheduling.models import Job, JobEvent, JobGroup, Reservation
 
         occupancy.register(JobOccupancy())
         # Every change of a job writes a JobEvent: a note() (a hold, a longer runtime, a new task type — updates

@@ -14,8 +14,7 @@ from django.utils.translation import gettext as _
 
 from fleet.models import Node
 from gpuportal import pagecache, phrases
-
-from .models import (
+from scheduling.models import (
     ACTIVE_STATUSES,
     INFRASTRUCTURE_FAILURES,
     TERMINAL_STATUSES,
@@ -25,7 +24,7 @@ from .models import (
     JobQueueState,
     JobStatus,
 )
-from .signals import job_status_changed
+from scheduling.signals import job_status_changed
 
 S = JobStatus
 

@@ -15,11 +15,10 @@ from django.utils.translation import gettext_lazy as _
 from fleet.models import GPU, Cluster
 from gpuportal import phrases
 from gpuportal.models import TimeStampedModel
+from scheduling.engine import WaitReason as EngineWaitReason
+from scheduling.engine import render_reason
 from tenants.models import Project, Tenant
 from tenants.scoping import TenantScopedQuerySet
-
-from .engine import WaitReason as EngineWaitReason
-from .engine import render_reason
 
 WaitReason = models.TextChoices(
     "WaitReason", [(r.name, (r.value, _(r.label))) for r in EngineWaitReason]

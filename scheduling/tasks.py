@@ -19,14 +19,13 @@ from django.utils import timezone
 
 from fleet.models import Cluster, ExecutorKind
 from gpuportal import telemetry
-
-from . import lifecycle
-from .dispatch import dispatch_many
-from .executors import ExecutorUpdate, executor_for
-from .executors.kubernetes.sync import ClusterSync, resync_all
-from .models import Job, JobStatus
-from .reconcile import reconcile as reconcile_once
-from .scheduler import PassReport, run_pass
+from scheduling import lifecycle
+from scheduling.executors import ExecutorUpdate, executor_for
+from scheduling.executors.kubernetes.sync import ClusterSync, resync_all
+from scheduling.models import Job, JobStatus
+from scheduling.passes.dispatch import dispatch_many
+from scheduling.passes.reconcile import reconcile as reconcile_once
+from scheduling.passes.scheduler import PassReport, run_pass
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +118,7 @@ def sync_job_status() -> int:
         if update is not None and record_update(job, update, now):
             changed += 1
     # workloads operates jobs through job_actions, which imports this module: a real cycle.
-    from .workloads import advance_services
+    from scheduling.workloads.services import advance_services
 
     changed += advance_services()
     if changed:
@@ -148,7 +147,7 @@ def watch_kubernetes() -> dict:
 
 @shared_task
 def reconcile() -> dict:
-    """Repair what lost messages and dead workers left behind (scheduling/reconcile.py)."""
+    """Repair what lost messages and dead workers left behind (scheduling/passes/reconcile.py)."""
     report = reconcile_once()
     if report.repairs:
         request_scheduling_pass()

@@ -1,6 +1,8 @@
 from django.urls import path
 
-from . import template_views, views, workload_views
+from scheduling.jobs import views
+from scheduling.templates import views as template_views
+from scheduling.workloads import views as workload_views
 
 app_name = "scheduling"
 urlpatterns = [

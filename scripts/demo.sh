@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the embedded demo: the scheduler loop (the beat schedule, in-process) beside the web server, and a second
 # web server for the workload origin: notebooks and services answer only there, on an origin of their own
-# (scheduling/workload_origin.py), never on the portal's.
+# (scheduling/workloads/origin.py), never on the portal's.
 set -eu
 PY=${PY:-.venv/bin/python}
 ADDR=${ADDR:-127.0.0.1:8000}

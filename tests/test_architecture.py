@@ -145,8 +145,8 @@ def test_imports_inside_functions_say_why():
     assert _inner_imports_without_reason() == []
 
 
-SPLIT_SERVICES = ("scheduling/submission.py", "scheduling/job_actions.py", "scheduling/queries.py",
-                  "scheduling/snapshots.py", "scheduling/scheduler.py", "scheduling/tasks.py")
+SPLIT_SERVICES = ("scheduling/jobs/submission.py", "scheduling/jobs/actions.py", "scheduling/jobs/queries.py",
+                  "scheduling/passes/snapshots.py", "scheduling/passes/scheduler.py", "scheduling/tasks.py")
 
 
 def test_scheduling_services_have_no_function_over_sixty_lines():

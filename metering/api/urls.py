@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import GpuPriceView, MonthlyReportView
+from metering.api.views import GpuPriceView, MonthlyReportView
 
 urlpatterns = [
     path("reports/monthly/<str:month>/", MonthlyReportView.as_view(), name="monthly-report"),

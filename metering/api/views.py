@@ -12,9 +12,9 @@ from rest_framework.views import APIView
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.api import DecimalText, RequestSerializer, choose_from, text_field
 from gpuportal.validation import calendar_month
-
-from .. import reports, services
-from ..models import GpuPrice
+from metering import permissions as services
+from metering.models import GpuPrice
+from metering.reports import monthly as reports
 
 #: ``YYYY-MM``, as the path of a monthly report takes it (a month outside the years kept is a 404).
 MONTH = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])$")

@@ -30,7 +30,7 @@ def _cell(value, grouped: bool) -> str:
 
 @register.simple_tag
 def data_table(section):
-    """``section``'s columns and rows (``metering.presentation.Section``) as a table."""
+    """``section``'s columns and rows (``metering.reports.presentation.Section``) as a table."""
     head = "".join(f"<th>{escape(str(label or key))}</th>" for key, label in section.columns)
     grouped = [key not in IDENTIFIERS for key, _label in section.columns]
     body = "".join(f"<tr>{''.join(_cell(value, group) for value, group in zip(row, grouped, strict=True))}</tr>"

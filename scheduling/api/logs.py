@@ -13,10 +13,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gpuportal.validation import whole_number
-
-from ..executors import read_job_log
-from ..executors.logs import DEFAULT_TAIL, MAX_TAIL
-from ..models import Job
+from scheduling.executors import read_job_log
+from scheduling.executors.logs import DEFAULT_TAIL, MAX_TAIL
+from scheduling.models import Job
 
 
 class JobLogSerializer(serializers.Serializer):

@@ -5,11 +5,10 @@ from rest_framework import serializers
 from fleet.catalogue import gpu_model_catalogue
 from gpuportal.api import RequestSerializer, choose_from, number_field, text_field, whole_number_field
 from gpuportal.serializers import CompiledRepresentationMixin
-
-from ..engine.reasons import WaitReason
-from ..models import Job, JobEvent, TaskType, WorkloadKind
-from ..submission import SUBMIT_FIELDS, SubmitField
-from ..workload_queries import group_view, job_url
+from scheduling.engine.reasons import WaitReason
+from scheduling.jobs.submission import SUBMIT_FIELDS, SubmitField
+from scheduling.models import Job, JobEvent, TaskType, WorkloadKind
+from scheduling.workloads.queries import group_view, job_url
 
 
 class ReasonSerializer(serializers.Serializer):

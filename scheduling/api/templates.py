@@ -16,11 +16,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gpuportal.api import text_field
-
-from .. import cloning, job_templates, submission
-from ..models import JobTemplate
-from .serializers import JobDetailSerializer, JobSerializer, JobSubmitFields, _submit_field
-from .views import job_queryset
+from scheduling.api.serializers import JobDetailSerializer, JobSerializer, JobSubmitFields, _submit_field
+from scheduling.api.views import job_queryset
+from scheduling.jobs import cloning, submission
+from scheduling.models import JobTemplate
+from scheduling.templates import services as job_templates
 
 
 class TemplateParameterSerializer(serializers.Serializer):

@@ -1,10 +1,10 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from .logs import JobLogView
-from .templates import JobCloneView, TemplateViewSet
-from .views import FairShareView, JobReportView, JobViewSet, QueueView, QuotaUsageView, TaskTypeViewSet
-from .workloads import (
+from scheduling.api.logs import JobLogView
+from scheduling.api.templates import JobCloneView, TemplateViewSet
+from scheduling.api.views import FairShareView, JobReportView, JobViewSet, QueueView, QuotaUsageView, TaskTypeViewSet
+from scheduling.api.workloads import (
     ArrayCancelView,
     ArrayView,
     ServiceRolloutView,

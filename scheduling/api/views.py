@@ -9,11 +9,7 @@ from rest_framework.response import Response
 from gpuportal import pagecache
 from gpuportal.api import IDEMPOTENCY_KEY
 from gpuportal.idempotency import idempotent
-
-from .. import job_actions, job_tokens, progress, queries, submission
-from ..filtersets import JobFilterSet
-from ..models import Job, TaskType
-from .serializers import (
+from scheduling.api.serializers import (
     CancelSerializer,
     FairShareSerializer,
     JobDetailSerializer,
@@ -25,6 +21,11 @@ from .serializers import (
     QuotaUseSerializer,
     TaskTypeSerializer,
 )
+from scheduling.jobs import actions as job_actions
+from scheduling.jobs import progress, queries, submission
+from scheduling.jobs import tokens as job_tokens
+from scheduling.jobs.filtersets import JobFilterSet
+from scheduling.models import Job, TaskType
 
 #: The schema's examples of a submission (Schemathesis sends them too).
 SUBMIT_EXAMPLES = [

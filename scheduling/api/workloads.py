@@ -8,11 +8,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gpuportal.api import text_field, whole_number_field
-
-from .. import workloads
-from ..models import JobGroup
-from ..submission import FIELDS, MAX_REPLICAS
-from ..workload_queries import group_view, service_url, visible_group
+from scheduling.jobs.submission import FIELDS, MAX_REPLICAS
+from scheduling.models import JobGroup
+from scheduling.workloads import services as workloads
+from scheduling.workloads.queries import group_view, service_url, visible_group
 
 
 class ReplicaSerializer(serializers.Serializer):

@@ -1,12 +1,12 @@
 """The scheduling engine: plain data in, decisions out.
 
-No Django, no ORM, no I/O. The Celery pass (``scheduling.scheduler``) turns the database into a
+No Django, no ORM, no I/O. The Celery pass (``scheduling.passes.scheduler``) turns the database into a
 :class:`Snapshot`, calls :func:`schedule`, and applies the :class:`PassResult` in one transaction; tests,
 trace replays and benchmarks call :func:`schedule` directly.
 """
 
-from .capacity import Capacity
-from .model import (
+from scheduling.engine.capacity import Capacity
+from scheduling.engine.model import (
     ANY_MODEL,
     WHOLE,
     Admission,
@@ -25,9 +25,9 @@ from .model import (
     WaitDecision,
     WaitingJob,
 )
-from .passes import reserved_for_others, schedule
-from .policy import Policy
-from .reasons import WaitReason, render_reason
+from scheduling.engine.passes import reserved_for_others, schedule
+from scheduling.engine.policy import Policy
+from scheduling.engine.reasons import WaitReason, render_reason
 
 __all__ = [
     "ANY_MODEL",

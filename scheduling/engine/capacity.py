@@ -17,8 +17,8 @@ import bisect
 import math
 from collections import defaultdict
 
-from .fragmentation import Workload
-from .model import WHOLE, NodeSnapshot, Placement, WaitingJob
+from scheduling.engine.fragmentation import Workload
+from scheduling.engine.model import WHOLE, NodeSnapshot, Placement, WaitingJob
 
 #: Topology domains tried for each constraint, tightest first ("cluster" is the loosest: gangs never span
 #: clusters).

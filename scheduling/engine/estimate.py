@@ -13,7 +13,7 @@ import heapq
 import math
 from collections import defaultdict
 
-from .model import ANY_MODEL, WHOLE, RunningJob
+from scheduling.engine.model import ANY_MODEL, WHOLE, RunningJob
 
 #: Runtime estimates are this percentile of the runtimes of finished jobs of the same class and size.
 RUNTIME_PERCENTILE = 0.9

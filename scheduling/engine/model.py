@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .policy import Policy
-from .reasons import WaitReason
+from scheduling.engine.policy import Policy
+from scheduling.engine.reasons import WaitReason
 
 ANY_MODEL = "*"
 WHOLE = 1000

@@ -24,10 +24,10 @@ import time as _time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .capacity import Capacity
-from .estimate import give_slots, quota_heaps, shadow, slot_heaps, take_slots
-from .fragmentation import target_workload
-from .model import (
+from scheduling.engine.capacity import Capacity
+from scheduling.engine.estimate import give_slots, quota_heaps, shadow, slot_heaps, take_slots
+from scheduling.engine.fragmentation import target_workload
+from scheduling.engine.model import (
     ANY_MODEL,
     WHOLE,
     Admission,
@@ -39,7 +39,7 @@ from .model import (
     WaitDecision,
     WaitingJob,
 )
-from .reasons import WaitReason, render_reason
+from scheduling.engine.reasons import WaitReason, render_reason
 
 EPS = 1e-9
 #: Reasons for which no start can be estimated (the job is not waiting for capacity).

@@ -5,11 +5,10 @@ import logging
 from django.utils.translation import gettext as _
 
 from fleet.models import ExecutorKind
-
-from .base import Executor, ExecutorUpdate, LiveState
-from .kubernetes import KubernetesExecutor
-from .logs import LogTail, stored_tail
-from .simulated import SimulatedExecutor
+from scheduling.executors.base import Executor, ExecutorUpdate, LiveState
+from scheduling.executors.kubernetes import KubernetesExecutor
+from scheduling.executors.logs import LogTail, stored_tail
+from scheduling.executors.simulated.executor import SimulatedExecutor
 
 logger = logging.getLogger(__name__)
 EXECUTORS = {ExecutorKind.SIMULATED: SimulatedExecutor, ExecutorKind.KUBERNETES: KubernetesExecutor}

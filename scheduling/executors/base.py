@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .logs import LogTail, stored_tail
+from scheduling.executors.logs import LogTail, stored_tail
 
 
 @dataclass(frozen=True)

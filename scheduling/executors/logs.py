@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..models import ACTIVE_STATUSES, JobStatus
+from scheduling.models import ACTIVE_STATUSES, JobStatus
 
 #: Lines a reader gets when it names no number, and the most it may ask for (the API checks the bounds).
 DEFAULT_TAIL = 200

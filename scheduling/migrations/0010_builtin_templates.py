@@ -2,7 +2,7 @@
 
 The content is frozen here (a migration must not change with the code); later changes are new versions added
 by a platform admin on the templates page, which the audit log records. How parameters become a submission:
-``scheduling.job_templates`` (parameters named like submit fields set them; others fill ``{name}`` in the
+``scheduling.templates.services`` (parameters named like submit fields set them; others fill ``{name}`` in the
 command). The multi-node command uses the rendezvous variables every job's pods get
 (scheduling/executors/kubernetes/manifests.py: MASTER_ADDR, MASTER_PORT, NNODES, NPROC_PER_NODE, NODE_RANK).
 """

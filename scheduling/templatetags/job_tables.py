@@ -17,8 +17,7 @@ from django.utils.translation import gettext, gettext_noop
 
 from gpuportal.formatting import relative_time
 from gpuportal.templatetags.portal import job_status
-
-from ..models import FailureCategory, label_of
+from scheduling.models import FailureCategory, label_of
 
 register = template.Library()
 

@@ -6,7 +6,7 @@ import zoneinfo
 import pytest
 
 from accounts.models import Preference
-from scheduling import submission
+from scheduling.jobs import submission
 from tests.conftest import job_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,8 @@ from audit import log
 from audit.models import AuditAction, AuditRecord
 from fleet import agent_tokens, services
 from fleet.models import Node
-from scheduling import job_actions, submission
+from scheduling.jobs import actions as job_actions
+from scheduling.jobs import submission
 from scheduling.models import Job, Reservation
 from tenants.models import Membership, PlatformRole, Quota, Role, Tenant
 from tests.conftest import job_payload, long_run

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken
 from governance.models import PriorityRequest
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload, long_run
 from tests.scheduling.test_lifecycle import _run_until_done

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from demo.world import history_start, seed_history, seed_structure
 from fleet.models import Node
-from metering import acceptance
+from metering.acceptance import checklist as acceptance
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -33,7 +33,7 @@ from rest_framework.test import APIClient
 
 from demo.governance import seed_governance
 from demo.world import seed_history, seed_live_jobs, seed_structure
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.lifecycle import ALLOWED_TRANSITIONS
 from scheduling.models import (
     ACTIVE_STATUSES,

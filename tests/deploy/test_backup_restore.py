@@ -15,7 +15,7 @@ from audit.models import AuditRecord
 from fleet import services as fleet_services
 from fleet.models import Node
 from gpuportal.db import database_url
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job
 from tests.conftest import job_payload
 

@@ -26,11 +26,12 @@ from kubernetes import client
 
 from fleet.models import Cluster
 from kubefake.server import NAMESPACE_PATH, PATH, authorization_attributes
-from scheduling import job_actions, submission
 from scheduling.executors import executor_for, read_job_log
 from scheduling.executors.kubernetes.sync import ClusterSync
+from scheduling.jobs import actions as job_actions
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
-from scheduling.reconcile import reconcile
+from scheduling.passes.reconcile import reconcile
 from tenants.models import Quota
 from tests.conftest import job_payload
 from tests.scheduling.kube import MODEL, served_cluster

@@ -13,7 +13,7 @@ from fleet.polling import poll_agents
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.server import serve
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import ACTIVE_STATUSES, Job
 from scheduling.tasks import run_scheduling_pass
 from tests.conftest import job_payload, long_run

@@ -10,9 +10,9 @@ from unittest import mock
 import pytest
 from django.db import connections
 
-from scheduling.dispatch import dispatch_many
 from scheduling.models import ACTIVE_STATUSES, Job, JobStatus
-from scheduling.scheduler import run_pass
+from scheduling.passes.dispatch import dispatch_many
+from scheduling.passes.scheduler import run_pass
 from scheduling.tasks import run_scheduling_pass
 from tests.conftest import job_payload, long_run
 

@@ -10,9 +10,10 @@ import pytest
 from django.db import DatabaseError, connection, connections
 from django.db.utils import InterfaceError
 
-from scheduling import engine, submission
+from scheduling import engine
+from scheduling.jobs import submission
 from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobStatus
-from scheduling.scheduler import run_pass
+from scheduling.passes.scheduler import run_pass
 from scheduling.tasks import run_scheduling_pass
 from tests.conftest import job_payload, long_run
 

@@ -10,8 +10,8 @@ import pytest
 from django.db import connections
 
 from fleet.models import Cluster
-from scheduling import submission
 from scheduling.executors.kubernetes.sync import ClusterSync
+from scheduling.jobs import submission
 from scheduling.models import ACTIVE_STATUSES, Job, JobStatus
 from scheduling.tasks import dispatch_jobs
 from tests.conftest import job_payload, long_run

@@ -12,7 +12,7 @@ import pytest
 import redis
 from celery import Celery
 
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload, long_run
 
@@ -31,7 +31,7 @@ JOBS = 4
 
 def test_a_killed_workers_pass_is_handed_to_the_next_worker_after_the_visibility_timeout(users):
     submitted = {}
-    with mock.patch("scheduling.submission.request_scheduling_pass"):  # leave every pass to the workers
+    with mock.patch("scheduling.jobs.submission.request_scheduling_pass"):  # leave every pass to the workers
         for i in range(JOBS):
             job = submission.submit_job(users["alice"], job_payload(gpu_model="A100", gpus_per_node=2,
                                                                     command=long_run(999)))

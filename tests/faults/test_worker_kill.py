@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload, long_run
 from tests.scheduling.kube import MODEL
@@ -39,7 +39,7 @@ def waiting_backends(session) -> list[int]:
 
 def test_worker_sigkill_mid_pass_and_mid_dispatch(kube, users):
     submitted = {}
-    with mock.patch("scheduling.submission.request_scheduling_pass"):  # leave every pass to the workers
+    with mock.patch("scheduling.jobs.submission.request_scheduling_pass"):  # leave every pass to the workers
         for i in range(JOBS):
             user, tenant, project = (("alice", "vision", "detection"), ("bob", "nlp", "llm-pretrain"))[i % 2]
             job = submission.submit_job(users[user], job_payload(tenant=tenant, project=project, gpu_model=MODEL,

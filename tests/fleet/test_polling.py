@@ -12,7 +12,7 @@ from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.server import AgentHTTPServer, serve
 from nodeagent.system import SimulatedHostSampler
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import FailureCategory, Job, JobStatus
 from scheduling.tasks import sync_job_status
 from tenants.models import Quota, Tenant

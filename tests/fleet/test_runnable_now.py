@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from fleet.queries import Binds, runnable_now
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Reservation
 from tests.conftest import job_payload, long_run
 

@@ -4,7 +4,7 @@ approves it, alice sees the decision."""
 import pytest
 
 from governance.models import PriorityRequest
-from scheduling import submission
+from scheduling.jobs import submission
 from tests.conftest import job_payload
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tenants.models import Quota
 from tests.conftest import job_payload, long_run

@@ -9,7 +9,7 @@ from django.utils.translation import gettext as _
 from accounts.models import Preference
 from governance import services
 from governance.models import Notification, PriorityRequest
-from scheduling import submission
+from scheduling.jobs import submission
 from tests.conftest import job_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)

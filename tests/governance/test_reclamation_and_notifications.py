@@ -9,7 +9,8 @@ from audit.models import AuditAction, AuditRecord
 from fleet.models import GpuReading
 from governance.models import IdlePolicy, IdleWatch, Notification, NotificationPreference
 from governance.reclamation import check_idle_jobs
-from scheduling import lifecycle, submission
+from scheduling import lifecycle
+from scheduling.jobs import submission
 from scheduling.models import Job, JobEvent, JobStatus, TaskType
 from tests.conftest import job_payload, long_run
 

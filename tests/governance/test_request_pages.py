@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from governance.models import PriorityRequest, RequestState
 from governance.services import MAX_COMMENT
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tenants.models import Quota
 from tests.conftest import job_payload, long_run

@@ -9,7 +9,7 @@ from audit.models import AuditAction, AuditRecord
 from governance import services as governance
 from governance.models import Notification, PriorityRequest, RequestState
 from governance.tasks import expire_requests
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job, JobEvent, JobStatus, Reservation, TaskType
 from tenants.models import Quota, QuotaBurst
 from tests.conftest import job_payload, long_run

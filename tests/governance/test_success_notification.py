@@ -4,7 +4,8 @@ import pytest
 
 from governance.models import Notification, NotificationPreference
 from governance.notifications import preferences
-from scheduling import lifecycle, submission
+from scheduling import lifecycle
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload, long_run
 

@@ -17,7 +17,8 @@ from rest_framework.test import APIClient
 
 from governance.models import PriorityRequest
 from metering.models import AcceptanceNote, GpuPrice
-from scheduling import job_tokens, submission
+from scheduling.jobs import submission
+from scheduling.jobs import tokens as job_tokens
 from scheduling.models import Job, JobArtifact, JobCheckpoint
 from tests.conftest import job_payload, long_run
 

@@ -15,7 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from gpuportal import pagecache
-from scheduling import job_actions, lifecycle
+from scheduling import lifecycle
+from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobStatus, TaskType
 from tenants.models import PlatformRole, Project, Quota
 from tests.factories import PASSWORD

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from governance import services
-from scheduling import submission
+from scheduling.jobs import submission
 from tenants.models import Quota
 from tests.conftest import job_payload, long_run
 

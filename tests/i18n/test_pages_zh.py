@@ -36,11 +36,14 @@ from fleet.services import set_node_admin_state
 from governance import services as governance
 from governance.models import PriorityRequest
 from gpuportal.phrases import Phrase
-from metering import acceptance, improvements, reports
-from metering.rollup import rollup
-from scheduling import lifecycle, submission
+from metering.acceptance import checklist as acceptance
+from metering.improvements import services as improvements
+from metering.reports import monthly as reports
+from metering.usage.rollup import rollup
+from scheduling import lifecycle
 from scheduling.executors.kubernetes.diagnosis import PodState, diagnose
-from scheduling.job_actions import set_hold
+from scheduling.jobs import submission
+from scheduling.jobs.actions import set_hold
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus, JobTemplate, TaskType, WaitReason
 from tenants.models import Project, Tenant
 from tests.conftest import job_payload
@@ -107,9 +110,9 @@ KNOWN_UNMARKED: list[tuple[str, str, str]] = [
      "before / after are the raw recorded fields: show them as <code>, or with verbose names and labels"),
     # monthly reports: sentences frozen into the report's data
     (r"\w+: \d+ % idle -> lend or move|\w+: demand above capacity on [^>]*-> [\w ]+",
-     "metering/reports.py:261-282 (advice 'evidence', frozen with the report)",
-     "keep the figures (they are in 'figures') and render the sentence in metering/presentation.py"),
-    (r"Frozen after the month closed\.", "metering/reports.py:331 (MonthlyReport.reason)",
+     "metering/reports/monthly.py:261-282 (advice 'evidence', frozen with the report)",
+     "keep the figures (they are in 'figures') and render the sentence in metering/reports/presentation.py"),
+    (r"Frozen after the month closed\.", "metering/reports/monthly.py:331 (MonthlyReport.reason)",
      "store an empty reason and show the default text with gettext when the page is read"),
 ]
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from audit import log as audit
 from audit.models import AuditAction, AuditRecord
 from fleet.models import Node, NodeEvent
-from metering import acceptance, review_oversight
+from metering.acceptance import checklist as acceptance
 from metering.models import (
     AcceptanceArea,
     AcceptanceNote,
@@ -26,7 +26,8 @@ from metering.models import (
     MonthlyReport,
     UsageMonthly,
 )
-from metering.review_parts import ReviewContext
+from metering.review import oversight as review_oversight
+from metering.review.parts import ReviewContext
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus, TaskType
 from tenants.models import Project, Quota, Tenant
 from tests.metering.helpers import at, gpus_of, ran_job

@@ -7,8 +7,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from metering import capacity_plan, reports, review_parts
 from metering.models import CapacityDaily
+from metering.reports import capacity_plan
+from metering.reports import monthly as reports
+from metering.review import parts as review_parts
 
 NOW = datetime(2026, 11, 15, 12, tzinfo=ZoneInfo("UTC"))
 OCTOBER = date(2026, 10, 1)

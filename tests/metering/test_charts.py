@@ -6,9 +6,10 @@ from datetime import date, timedelta
 import plotly.graph_objects as go
 import pytest
 
-from metering import operations, reports
-from metering.presentation import BUNDLE_TRACE_TYPES, report_sections, section_by_name
-from metering.rollup import rollup
+from metering.reports import monthly as reports
+from metering.reports.presentation import BUNDLE_TRACE_TYPES, report_sections, section_by_name
+from metering.usage import operations
+from metering.usage.rollup import rollup
 
 from .helpers import at, gpus_of, ran_job, readings
 

@@ -6,7 +6,7 @@ from datetime import date, timedelta
 
 from django.utils import timezone
 
-from metering.rollup import rollup
+from metering.usage.rollup import rollup
 from tests.factories import make_tenant
 
 from .helpers import at, gpus_of, ran_job

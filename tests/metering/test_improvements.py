@@ -12,10 +12,11 @@ from django.utils.html import escape
 
 from audit.models import AuditAction, AuditRecord
 from gpuportal.dates import day_start, local_day, month_start
-from metering import improvements, reports
-from metering.improvement_queries import actions_for_review, metric_value
+from metering.improvements import services as improvements
+from metering.improvements.queries import actions_for_review, metric_value
 from metering.models import CapacityDaily, ImprovementAction, ImprovementStatus
-from metering.rollup import rollup
+from metering.reports import monthly as reports
+from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory, JobStatus
 from tenants.models import Tenant
 

@@ -10,7 +10,7 @@ from gpuportal import telemetry
 from metering.models import GpuPrice
 from scheduling import lifecycle
 from scheduling.models import Job, JobStatus, TaskType
-from scheduling.scheduler import run_pass
+from scheduling.passes.scheduler import run_pass
 from tenants.models import Project
 
 from .helpers import gpus_of, ran_job
@@ -91,7 +91,7 @@ def test_prices_are_set_by_platform_admins_with_errors_naming_the_field(api):
 def test_operations_dashboard_has_three_groups_for_managers_only(client, users):
     from datetime import date
 
-    from metering.rollup import rollup
+    from metering.usage.rollup import rollup
 
     now = timezone.now()
     gpus = gpus_of("dc1-r3-a100-01", 2)

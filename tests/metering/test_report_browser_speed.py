@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from fleet.models import Node, NodeReading
 from gpuportal.dates import local_day
-from metering.rollup import rollup
+from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory, JobStatus
 from tests.factories import build_world
 

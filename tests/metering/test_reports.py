@@ -10,10 +10,10 @@ import pytest
 from django.core.management import call_command
 
 from gpuportal.formatting import duration_text
-from metering import reports
 from metering.models import GpuPrice, MonthlyReport
-from metering.presentation import advice_section, report_sections
-from metering.rollup import rollup
+from metering.reports import monthly as reports
+from metering.reports.presentation import advice_section, report_sections
+from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory, JobStatus
 from tenants.models import Tenant
 

@@ -17,7 +17,6 @@ from django.utils import timezone
 from audit import log as audit
 from audit.models import AuditAction
 from gpuportal.dates import next_month
-from metering import reports
 from metering.models import (
     CapacityDaily,
     GpuPrice,
@@ -26,8 +25,9 @@ from metering.models import (
     ImprovementMetric,
     JobFact,
 )
-from metering.review import GROUP_KEYS, build_review
-from metering.rollup import rollup
+from metering.reports import monthly as reports
+from metering.review.document import GROUP_KEYS, build_review
+from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory, JobArtifact, JobCheckpoint, JobStatus
 from tenants.models import Quota, Tenant
 

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from gpuportal.dates import next_month
-from metering import reports
-from metering.rollup import rollup
+from metering.reports import monthly as reports
+from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory, JobStatus
 from tests.factories import PASSWORD, build_world
 

@@ -1,6 +1,6 @@
 """The review pack's renderers (issue 19): a review document (the contract's dict) -> PDF and spreadsheet.
 
-The documents are built here by hand, not by metering/review.py, so that these tests pin the renderers alone.
+The documents are built here by hand, not by metering/review/document.py, so that these tests pin the renderers alone.
 The PDFs are read back with poppler (pdftotext, pdfinfo, pdfimages, pdftoppm), the spreadsheets with openpyxl.
 No database is needed.
 """
@@ -19,10 +19,10 @@ import pytest
 from openpyxl import load_workbook
 from reportlab.pdfbase import pdfmetrics
 
-from metering.review_charts import chart_png
-from metering.review_parts import chart_has_data, figure, moment_text, number_text
-from metering.review_pdf import break_lines, render_pdf
-from metering.review_xlsx import render_xlsx, sheet_title
+from metering.review.parts import chart_has_data, figure, moment_text, number_text
+from metering.review.render.charts import chart_png
+from metering.review.render.pdf import break_lines, render_pdf
+from metering.review.render.xlsx import render_xlsx, sheet_title
 
 GROUP_TITLES = ["Resources", "Tasks", "Governance", "Improvements"]
 CHINESE_TITLES = ["资源", "任务", "治理", "改进"]

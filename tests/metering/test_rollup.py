@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from metering.models import CapacityDaily, GpuPrice, JobFact, UsageDaily, UsageMonthly
-from metering.rollup import RollupRangeError, rollup
+from metering.usage.rollup import RollupRangeError, rollup
 from scheduling import lifecycle
 from scheduling.models import JobStatus
 

@@ -6,8 +6,8 @@ from datetime import date
 import pytest
 from django.db import connection
 
-from metering import reports
 from metering.models import MonthlyReport
+from metering.reports import monthly as reports
 from tests.factories import build_world
 
 OCTOBER = date(2026, 10, 1)

@@ -12,7 +12,7 @@ from celery import Celery
 from django.conf import settings
 
 from gpuportal.db import database_url
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload, long_run
 
@@ -47,7 +47,7 @@ def worker():
 
 
 def test_worker_runs_the_pass_and_dispatches(users, worker):
-    with mock.patch("scheduling.submission.request_scheduling_pass"):  # leave the pass to the worker
+    with mock.patch("scheduling.jobs.submission.request_scheduling_pass"):  # leave the pass to the worker
         first, second, third = (
             submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999)))
             for _ in range(3))

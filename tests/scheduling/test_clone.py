@@ -8,7 +8,7 @@ import re
 import pytest
 from django.test import Client
 
-from scheduling import cloning, submission
+from scheduling.jobs import cloning, submission
 from scheduling.models import Job, JobGroup
 from tenants.models import Quota
 from tests.conftest import job_payload

@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from fleet.models import GPU
 from scheduling import lifecycle
-from scheduling.fragmentation_figures import fragmentation_now
 from scheduling.models import Job, JobAllocation, JobStatus, TaskType
+from scheduling.passes.fragmentation import fragmentation_now
 from tenants.models import Project
 from tests.metering.test_metrics_and_prices import parse
 

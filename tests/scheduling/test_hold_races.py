@@ -9,8 +9,10 @@ import pytest
 from django.db import connection
 
 from gpuportal.conflicts import StateConflict
-from scheduling import job_actions, scheduler, submission
+from scheduling.jobs import actions as job_actions
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
+from scheduling.passes import scheduler
 from tenants.models import Quota
 from tests.conftest import job_payload, long_run
 
@@ -54,7 +56,7 @@ def test_a_hold_after_the_passes_snapshot_wins_over_its_admission(users):
         assert holder["value"].held_by == "user", holder
         return snapshots
 
-    with mock.patch("scheduling.scheduler.load_snapshots", snapshot_then_hold):
+    with mock.patch("scheduling.passes.scheduler.load_snapshots", snapshot_then_hold):
         report = scheduler.run_pass()
     assert job.pk not in report.admitted_ids
     job.refresh_from_db()
@@ -79,7 +81,7 @@ def test_a_hold_racing_with_the_apply_step_waits_and_is_refused_with_the_new_sta
         assert holder["thread"].is_alive()  # it waits for the pass's lock on the job's row
         return store_waits(waiting, *args, **kwargs)
 
-    with mock.patch("scheduling.scheduler._store_waits", hold_while_the_pass_holds_the_row):
+    with mock.patch("scheduling.passes.scheduler._store_waits", hold_while_the_pass_holds_the_row):
         report = scheduler.run_pass()
     holder["thread"].join(10)
     assert job.pk in report.admitted_ids

@@ -5,7 +5,7 @@ import pytest
 from fleet import queries
 from fleet.models import Node
 from fleet.polling import poll_agents
-from scheduling import submission
+from scheduling.jobs import submission
 from tests.conftest import job_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,10 +7,12 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling import job_actions, submission
-from scheduling.executors import read_job_log, simulated_log
+from scheduling.executors import read_job_log
 from scheduling.executors.kubernetes.diagnosis import PodState, diagnose
 from scheduling.executors.logs import LogTail, kube_timestamped, merge_streams, stored_tail
+from scheduling.executors.simulated import log as simulated_log
+from scheduling.jobs import actions as job_actions
+from scheduling.jobs import submission
 from scheduling.models import FailureCategory, Job, JobStatus
 from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload, long_run

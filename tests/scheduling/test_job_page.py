@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job
 from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload, long_run

@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from fleet.models import Cluster
 from kubefake.validation import same_verdict_as_kubernetes_validate
-from scheduling import job_actions, submission
 from scheduling.executors.kubernetes import manifests
 from scheduling.executors.kubernetes.sync import ClusterSync
+from scheduling.jobs import actions as job_actions
+from scheduling.jobs import submission
 from scheduling.models import Job, JobEvent, JobStatus
 from scheduling.tasks import dispatch_job
 from tenants.models import Quota

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from fleet.models import Cluster, Node
-from scheduling import job_tokens
 from scheduling.executors.kubernetes.sync import ClusterSync
+from scheduling.jobs import tokens as job_tokens
 from scheduling.models import Job, JobStatus
 
 from .test_kubernetes import submit
@@ -66,7 +66,7 @@ def test_node_fault_is_retried_away_from_the_node_and_resumes_from_the_checkpoin
     kube.sync()
     job = Job.objects.get(pk=job.pk)
     assert job.status == JobStatus.RUNNING
-    from scheduling.progress import record_report
+    from scheduling.jobs.progress import record_report
 
     record_report(job, {"step": 12000, "total": 50000, "checkpoint": {"path": "/data/ckpt/12000.pt", "step": 12000}})
     node = job.executor_state["nodes"][0]
@@ -185,7 +185,7 @@ def test_progress_reports_with_the_job_token(kube, users, client, api):
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert "Step 300 of 1000" in page and "estimated finish" in page and "s3://ckpt/300.pt" in page
     assert "s3://runs/metrics.json" in page
-    from scheduling import job_actions
+    from scheduling.jobs import actions as job_actions
 
     job_actions.cancel_job(users["alice"], Job.objects.get(pk=job.pk))
     assert anonymous.post(url, {"step": 400}, content_type="application/json",

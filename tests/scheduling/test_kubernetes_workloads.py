@@ -15,8 +15,9 @@ from django.db import transaction
 
 from fleet.models import Cluster
 from kubefake.validation import same_verdict_as_kubernetes_validate
-from scheduling import job_tokens, submission
 from scheduling.executors.kubernetes import KubernetesExecutor, manifests
+from scheduling.jobs import submission
+from scheduling.jobs import tokens as job_tokens
 from scheduling.models import Job, JobGroup, JobStatus
 from scheduling.tasks import request_scheduling_pass
 from tests.conftest import job_payload

@@ -3,7 +3,7 @@ their own box) and the folded navigation opens and leads somewhere (issue 14, pa
 
 import pytest
 
-from scheduling import submission
+from scheduling.jobs import submission
 from tests.conftest import job_payload
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

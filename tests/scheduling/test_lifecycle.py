@@ -7,7 +7,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from scheduling import lifecycle, submission
+from scheduling import lifecycle
+from scheduling.jobs import submission
 from scheduling.models import FailureCategory, Job, JobStatus
 from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload, long_run
@@ -38,8 +39,8 @@ def _status_writes(path: pathlib.Path):
 
 #: Modules whose ``status`` is not a job's: the scan cannot tell the models apart, so each is named with why.
 OTHER_STATUSES = {
-    "metering/improvements.py": "an improvement action's state (ImprovementStatus), written by its own service",
-    "metering/improvement_views.py": "the actions list's status filter, checked against ImprovementStatus",
+    "metering/improvements/services.py": "an improvement action's state (ImprovementStatus), written by its service",
+    "metering/improvements/views.py": "the actions list's status filter, checked against ImprovementStatus",
 }
 
 

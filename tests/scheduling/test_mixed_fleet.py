@@ -12,7 +12,8 @@ from django.apps import apps as django_apps
 
 from fleet.catalogue import gpu_model_catalogue
 from fleet.models import Cluster, Node
-from scheduling import engine, submission
+from scheduling import engine
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload

@@ -9,12 +9,13 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from fleet.models import Node
-from scheduling import lifecycle, submission
+from scheduling import lifecycle
 from scheduling.engine import NodeSnapshot, QuotaSnapshot, RunningJob, Snapshot, WaitingJob, WaitReason, schedule
 from scheduling.engine.model import Placement
+from scheduling.jobs import submission
 from scheduling.models import FailureCategory, Job, JobStatus
-from scheduling.scheduler import run_pass
-from scheduling.snapshots import avoided_nodes
+from scheduling.passes.scheduler import run_pass
+from scheduling.passes.snapshots import avoided_nodes
 from tests.conftest import job_payload, long_run
 
 NOW = 1_000_000.0

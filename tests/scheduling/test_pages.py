@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job
 from tenants.models import Tenant
 from tenants.quotas import grant_burst

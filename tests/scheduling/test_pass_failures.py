@@ -12,7 +12,7 @@ from django.db.utils import InterfaceError
 from gpuportal import telemetry
 from gpuportal.models import OperationalCounter
 from metering.metrics import samples
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from scheduling.signals import job_status_changed
 from scheduling.tasks import run_scheduling_pass

@@ -6,7 +6,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from scheduling import job_actions, lifecycle
+from scheduling import lifecycle
+from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobEvent, JobStatus, TaskType
 from tenants.models import Project
 

@@ -15,11 +15,13 @@ from django.utils import timezone
 from audit.models import AuditAction, AuditRecord
 from gpuportal.models import OperationalCounter
 from kubefake.server import ApiError
-from scheduling import engine, job_actions, lifecycle, submission
-from scheduling.dispatch import dispatch_many
+from scheduling import engine, lifecycle
+from scheduling.jobs import actions as job_actions
+from scheduling.jobs import submission
 from scheduling.models import Job, JobAllocation, JobStatus
-from scheduling.reconcile import reconcile
-from scheduling.scheduler import run_pass
+from scheduling.passes.dispatch import dispatch_many
+from scheduling.passes.reconcile import reconcile
+from scheduling.passes.scheduler import run_pass
 from scheduling.tasks import dispatch_jobs, run_scheduling_pass
 from tests.conftest import job_payload, long_run
 

@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus, Reservation
-from scheduling.scheduler import PASS_LOCK_KEY, run_pass
+from scheduling.passes.scheduler import PASS_LOCK_KEY, run_pass
 from tenants.models import Tenant
 from tests.conftest import job_payload, long_run
 
@@ -123,10 +123,10 @@ def test_submit_rejects_what_can_never_fit_and_bad_shapes(api):
 
 
 def test_a_pass_that_fails_halfway_leaves_nothing(users, monkeypatch):
-    from scheduling import scheduler
+    from scheduling.passes import scheduler
 
     with monkeypatch.context() as patch:
-        patch.setattr("scheduling.submission.request_scheduling_pass", lambda: None)
+        patch.setattr("scheduling.jobs.submission.request_scheduling_pass", lambda: None)
         queued = submission.submit_job(users["alice"], job_payload(gpus_per_node=4))
 
         def broken(*args, **kwargs):

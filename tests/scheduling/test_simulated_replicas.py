@@ -14,11 +14,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduling.executors import SimulatedExecutor, simulated_serving
-from scheduling.job_actions import cancel_job
+from scheduling.executors import SimulatedExecutor
+from scheduling.executors.simulated import serving as simulated_serving
+from scheduling.jobs.actions import cancel_job
 from scheduling.models import Job, JobGroup, JobStatus
 from scheduling.tasks import record_update, sync_job_status
-from scheduling.workloads import stop_service
+from scheduling.workloads.services import stop_service
 from tests.conftest import job_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -214,7 +215,7 @@ def test_a_stop_that_died_halfway_is_finished_by_the_status_sync(api, users, sta
     def dies(*args, **kwargs):
         raise ConnectionError("the worker died here")
 
-    monkeypatch.setattr("scheduling.job_actions.cancel_job", dies)
+    monkeypatch.setattr("scheduling.jobs.actions.cancel_job", dies)
     with pytest.raises(ConnectionError):
         stop_service(users["alice"], group)
     monkeypatch.undo()

@@ -12,8 +12,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 
 from audit.models import AuditAction, AuditRecord
-from scheduling import job_templates
 from scheduling.models import Job, JobTemplate, JobTemplateVersion, WorkloadKind
+from scheduling.templates import services as job_templates
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)

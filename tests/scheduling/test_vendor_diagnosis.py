@@ -6,8 +6,8 @@ Kubernetes cluster of Ascend NPUs, as NVIDIA's are."""
 import pytest
 
 from fleet.models import AcceleratorModel
-from scheduling import submission
 from scheduling.executors.kubernetes.diagnosis import PodState, diagnose
+from scheduling.jobs import submission
 from scheduling.models import INFRASTRUCTURE_FAILURES, Job, JobStatus
 from tests.conftest import job_payload
 

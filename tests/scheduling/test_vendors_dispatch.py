@@ -12,8 +12,8 @@ from django.core.management import call_command
 
 from fleet.models import AcceleratorModel, Cluster
 from kubefake.validation import same_verdict_as_kubernetes_validate
-from scheduling import submission
 from scheduling.executors.kubernetes import manifests
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tenants.models import Quota, Tenant
 from tests.conftest import job_payload

@@ -3,9 +3,10 @@
 import pytest
 from django.test import Client
 
-from scheduling import engine, submission
+from scheduling import engine
+from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus, WaitReason
-from scheduling.scheduler import run_pass
+from scheduling.passes.scheduler import run_pass
 from tests.conftest import job_payload, long_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

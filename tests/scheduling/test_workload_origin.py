@@ -24,12 +24,15 @@ from django.contrib.sessions.models import Session
 from django.test import Client, RequestFactory
 from django.utils import timezone
 
-from scheduling import submission, workload_origin, workload_views
-from scheduling.executors import simulated_serving, standin
-from scheduling.job_tokens import notebook_token
+from scheduling.executors.simulated import serving as simulated_serving
+from scheduling.executors.simulated import standin
+from scheduling.jobs import submission
+from scheduling.jobs.tokens import notebook_token
 from scheduling.models import Job, JobStatus
 from scheduling.tasks import sync_job_status
-from scheduling.workload_origin import Workload
+from scheduling.workloads import origin as workload_origin
+from scheduling.workloads import views as workload_views
+from scheduling.workloads.origin import Workload
 from tenants.models import Membership, Role, Tenant
 from tests.conftest import CHROMIUM, job_payload
 from tests.factories import PASSWORD, make_user

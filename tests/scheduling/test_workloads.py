@@ -12,8 +12,9 @@ import pytest
 from django.apps import apps as django_apps
 from django.test import Client
 
-from scheduling import engine, submission
-from scheduling.executors import simulated_serving
+from scheduling import engine
+from scheduling.executors.simulated import serving as simulated_serving
+from scheduling.jobs import submission
 from scheduling.models import Job, JobAllocation, JobStatus, JobTemplate
 from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload

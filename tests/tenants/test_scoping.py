@@ -3,7 +3,7 @@
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
-from scheduling import submission
+from scheduling.jobs import submission
 from scheduling.models import Job
 from tenants.models import Membership, Project, Quota, Role, Tenant
 from tests.conftest import job_payload

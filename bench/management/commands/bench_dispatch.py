@@ -28,11 +28,11 @@ from django.utils import timezone
 from fleet.models import GPU, Cluster, Node
 from gpuportal.db import bulk_insert
 from scheduling import lifecycle
-from scheduling.dispatch import dispatch_many
 from scheduling.executors.kubernetes import _prepared
 from scheduling.executors.kubernetes.connection import forget_clients
 from scheduling.executors.kubernetes.sync import ClusterSync
 from scheduling.models import Job, JobAllocation, JobStatus, TaskType
+from scheduling.passes.dispatch import dispatch_many
 from tenants.models import Project, Quota, Tenant
 
 CLUSTER = "bench-k8s"

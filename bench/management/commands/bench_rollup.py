@@ -26,9 +26,9 @@ from demo.world import seed_structure
 from fleet.models import GPU, Cluster, GpuReading, Node
 from gpuportal.dates import day_start, next_month
 from gpuportal.db import bulk_insert
-from metering import reports
-from metering.rollup import rollup
-from metering.views import render_report_page
+from metering.reports import monthly as reports
+from metering.reports.views import render_report_page
+from metering.usage.rollup import rollup
 from scheduling import lifecycle
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus, TaskType
 from tenants.models import PlatformRole, Project, Tenant

@@ -20,7 +20,7 @@ from demo.world import TASK_TYPES
 from fleet.models import GPU, Cluster, Node
 from scheduling import engine, lifecycle
 from scheduling.models import Job, JobAllocation, JobStatus, TaskType
-from scheduling.scheduler import run_pass
+from scheduling.passes.scheduler import run_pass
 from tenants.models import Project, Quota, Tenant
 
 PREFIX = "bench-"

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from demo.world import DEMO_PASSWORD, USERS, seed_demo
-from scheduling.executors import simulated_serving
+from scheduling.executors.simulated import serving as simulated_serving
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@
 
 from django.core.management.base import CommandError
 
-from metering import reports
+from metering.reports import monthly as reports
 from tenants.models import Tenant
 
 

@@ -4,8 +4,8 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from metering import reports
 from metering.management.commands._options import month_option, tenant_option
+from metering.reports import monthly as reports
 
 
 class Command(BaseCommand):

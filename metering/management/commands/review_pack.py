@@ -7,8 +7,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from metering.management.commands._options import month_option, tenant_option
-from metering.review import build_review
-from metering.review_formats import FORMATS, pdf_pages, render
+from metering.review.document import build_review
+from metering.review.render.formats import FORMATS, pdf_pages, render
 
 
 class Command(BaseCommand):

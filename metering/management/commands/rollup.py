@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from gpuportal.dates import local_day
-from metering.rollup import RollupRangeError, rollup
+from metering.usage.rollup import RollupRangeError, rollup
 
 
 def _day(text: str, name: str) -> date:

@@ -24,16 +24,16 @@ from kubernetes.client.exceptions import ApiException
 
 from fleet.catalogue import accelerator_models, vendor_of
 from fleet.models import Node
+from scheduling import lifecycle
+from scheduling.executors.base import Executor, ExecutorUpdate, LiveState
+from scheduling.executors.kubernetes import manifests
+from scheduling.executors.kubernetes.connection import DispatchError, api_client, call, create, delete, message_of
+from scheduling.executors.kubernetes.diagnosis import PodState, live_problem
+from scheduling.executors.logs import NOT_STARTED, LogTail, kube_timestamped, merge_streams, stored_tail
+from scheduling.jobs import tokens as job_tokens
+from scheduling.models import JobEvent, JobGroup
 from tenants.models import Quota
 from tenants.quotas import effective_quotas
-
-from ... import job_tokens, lifecycle
-from ...models import JobEvent, JobGroup
-from ..base import Executor, ExecutorUpdate, LiveState
-from ..logs import NOT_STARTED, LogTail, kube_timestamped, merge_streams, stored_tail
-from . import manifests
-from .connection import DispatchError, api_client, call, create, delete, message_of
-from .diagnosis import PodState, live_problem
 
 _prepared: set[tuple] = set()
 _prepared_lock = threading.Lock()

@@ -26,11 +26,10 @@ from kubernetes.client.exceptions import ApiException
 
 from fleet.models import Cluster, ExecutorKind
 from gpuportal.phrases import Phrase
-
-from ... import lifecycle
-from ...models import FailureCategory, Job, JobStatus, label_of
-from . import KubernetesExecutor, manifests
-from .diagnosis import IMAGE_REASONS, Diagnosis, PodState, diagnose
+from scheduling import lifecycle
+from scheduling.executors.kubernetes import KubernetesExecutor, manifests
+from scheduling.executors.kubernetes.diagnosis import IMAGE_REASONS, Diagnosis, PodState, diagnose
+from scheduling.models import FailureCategory, Job, JobStatus, label_of
 
 logger = logging.getLogger(__name__)
 MANAGED = "app.kubernetes.io/managed-by=gpuportal"

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from scheduling.scheduler import run_pass
+from scheduling.passes.scheduler import run_pass
 from scheduling.tasks import follow_up
 
 

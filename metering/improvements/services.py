@@ -1,0 +1,239 @@
+"""Writing improvement actions (issue 19): a report's recommendation turned into work someone owns.
+
+Only platform admins write; every write is one audit record with the fields before and after and the
+reason, in the same transaction as the write. The baseline is read from the report of the action's month
+with ``improvement_queries.metric_value``, the rule the review pack uses to read the metric later, so the
+two are comparable. Errors are ``ValidationError``s keyed by the field, for the form and any API alike.
+The reads live in ``improvement_queries`` and are re-exported here for callers that want one module.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from audit import log as audit
+from audit.models import AuditAction
+from fleet.catalogue import gpu_model_catalogue
+from gpuportal.dates import month_start
+from gpuportal.validation import text_problem
+from metering.improvements.queries import (
+    CAPACITY_METRICS,
+    PLATFORM_ONLY_METRICS,
+    SHARE_METRICS,
+    actions_for_review,
+    metric_value,
+)
+from metering.models import ImprovementAction, ImprovementDirection, ImprovementMetric, ImprovementStatus
+from metering.reports import monthly as reports
+from tenants import access
+from tenants.models import Tenant
+
+__all__ = ["EDITABLE_FIELDS", "actions_for_review", "create_action", "delete_action", "metric_value",
+           "update_action"]
+
+#: What an edit may change; the month, metric, model and baseline define what is measured and stay.
+EDITABLE_FIELDS = ("title", "owner", "due_month", "target", "status", "notes")
+MAX_TITLE, MAX_RECOMMENDATION, MAX_NOTES, MAX_REASON = 200, 500, 5000, 500
+#: Largest target accepted (GPU-hours in a month, seconds of wait): far above any real figure.
+MAX_TARGET = 1e12
+
+
+def _require_admin(actor, what: str) -> None:
+    if actor is None or not access.for_user(actor).platform_admin:
+        raise PermissionDenied(_("Only platform admins %(what)s improvement actions.") % {"what": what})
+
+
+def _text(errors: dict, field: str, value, limit: int, required: bool = False, label: str = "") -> str:
+    value = "" if value is None else str(value).strip()
+    problem = text_problem(value)
+    if problem:
+        errors[field] = f"{label or field}: {problem}"
+    elif required and not value:
+        errors[field] = _("%(f)s: this field is required.") % {"f": label or field}
+    elif len(value) > limit:
+        errors[field] = _("%(f)s: at most %(n)d characters (%(got)d given).") % {
+            "f": label or field, "n": limit, "got": len(value)}
+    return value
+
+
+def _month(errors: dict, field: str, value) -> date | None:
+    if isinstance(value, date):
+        return month_start(value)
+    errors[field] = _("%(f)s: give a month (YYYY-MM).") % {"f": field}
+    return None
+
+
+def _target(errors: dict, metric: str, value) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        target = float(value)
+        if not math.isfinite(target) or target < 0 or target > MAX_TARGET:
+            raise ValueError
+    except (TypeError, ValueError):
+        errors["target"] = _("target: give a number from 0 to %(max)s, or leave it empty.") % {"max": f"{MAX_TARGET:g}"}
+        return None
+    if metric in SHARE_METRICS and target > 1:
+        errors["target"] = _("target: a share is at most 100 %.")
+        return None
+    return target
+
+
+def _owner(errors: dict, owner):
+    if owner is None or owner == "":
+        return None
+    if not isinstance(owner, get_user_model()) or not owner.is_active:
+        errors["owner"] = _("owner: choose an active user, or nobody.")
+        return None
+    return owner
+
+
+def _status(errors: dict, value) -> str:
+    if value not in ImprovementStatus.values:
+        errors["status"] = _("status: one of %(choices)s.") % {"choices": ", ".join(ImprovementStatus.values)}
+    return value
+
+
+def _state(action: ImprovementAction) -> dict:
+    """The fields an audit record shows, as plain values."""
+    return {"month": f"{action.month:%Y-%m}", "tenant": action.tenant.name if action.tenant_id else None,
+            "gpu_model": action.gpu_model, "title": action.title,
+            "owner": action.owner.get_username() if action.owner_id else None,
+            "due_month": f"{action.due_month:%Y-%m}", "metric": action.metric, "direction": action.direction,
+            "baseline": action.baseline, "target": action.target, "status": action.status,
+            "recommendation": action.recommendation, "notes": action.notes}
+
+
+def create_action(actor, *, month: date, tenant: Tenant | None, title: str, owner, due_month: date, metric: str,
+                  direction: str, target: float | None = None, gpu_model: str = "", recommendation: str = "",
+                  notes: str = "", reason: str = "", now: datetime | None = None) -> ImprovementAction:
+    """A new action following ``month``'s report; its baseline is the metric's value in that report.
+
+    ``month`` must be closed (as of ``now``): an open month's report holds partial figures and a future one
+    nothing, and a baseline read from either would make every later month look like a change.
+    ``target`` is in the report's unit (seconds, fraction). ``reason`` defaults to the recommendation."""
+    _require_admin(actor, _("create"))
+    errors: dict[str, str] = {}
+    now = now or timezone.now()
+    month = _month(errors, "month", month)
+    if month and not reports.is_closed(month, now):
+        errors["month"] = _("month: only a closed month's report can be the baseline: %(month)s is still "
+                            "open.") % {"month": f"{month:%Y-%m}"}
+    due_month = _month(errors, "due_month", due_month)
+    if month and due_month and due_month < month:
+        errors["due_month"] = _("due_month: %(due)s is before the report month %(month)s.") % {
+            "due": f"{due_month:%Y-%m}", "month": f"{month:%Y-%m}"}
+    if tenant is not None and not isinstance(tenant, Tenant):
+        errors["tenant"] = _("tenant: choose a tenant, or none for the platform.")
+    title = _text(errors, "title", title, MAX_TITLE, required=True)
+    recommendation = _text(errors, "recommendation", recommendation, MAX_RECOMMENDATION)
+    notes = _text(errors, "notes", notes, MAX_NOTES)
+    gpu_model = _text(errors, "gpu_model", gpu_model, 64)
+    owner = _owner(errors, owner)
+    if metric not in ImprovementMetric.values:
+        errors["metric"] = _("metric: one of %(choices)s.") % {"choices": ", ".join(ImprovementMetric.values)}
+    elif gpu_model and metric in PLATFORM_ONLY_METRICS:
+        errors["metric"] = _("metric: %(m)s has no per-model figure; leave the GPU model empty.") % {
+            "m": ImprovementMetric(metric).label}
+    elif tenant is not None and metric in CAPACITY_METRICS:
+        errors["metric"] = _("metric: %(m)s is a capacity figure of the platform report; a tenant report "
+                             "has none.") % {"m": ImprovementMetric(metric).label}
+    if direction not in ImprovementDirection.values:
+        errors["direction"] = _("direction: one of %(choices)s.") % {
+            "choices": ", ".join(ImprovementDirection.values)}
+    target = _target(errors, metric, target)
+    report = None
+    if month and not {"month", "gpu_model", "tenant"} & errors.keys():
+        report = reports.report_for(month, tenant, now)[0]
+        if gpu_model and gpu_model not in _models_of(report):
+            errors["gpu_model"] = _("gpu_model: no GPU model %(m)r in the fleet or in %(month)s's report.") % {
+                "m": gpu_model, "month": f"{month:%Y-%m}"}
+    reason = _text(errors, "reason", reason or recommendation, MAX_REASON)
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        action = ImprovementAction.objects.create(
+            month=month, tenant=tenant, gpu_model=gpu_model, recommendation=recommendation, title=title,
+            owner=owner, due_month=due_month, metric=metric, direction=direction,
+            baseline=metric_value(report, metric, gpu_model), target=target, notes=notes, created_by=actor)
+        audit.record(AuditAction.IMPROVEMENT_CREATE, action, actor=actor, reason=reason, after=_state(action))
+    return action
+
+
+def _models_of(report: dict) -> set[str]:
+    names = set(gpu_model_catalogue())
+    names.update(row.get("gpu_model") for row in report.get("utilisation_by_gpu_model") or [])
+    names.update(row.get("name") for row in report.get("by_gpu_model") or [])
+    return names
+
+
+def update_action(actor, action: ImprovementAction, reason: str, **changes) -> ImprovementAction:
+    """Change the ``EDITABLE_FIELDS`` given; one audit record with the changed fields before and after.
+
+    Nothing is written (and nothing recorded) when every value given is the one the action has."""
+    _require_admin(actor, _("change"))
+    errors: dict[str, str] = {}
+    for field in changes:
+        if field not in EDITABLE_FIELDS:
+            errors[field] = _("%(f)s: cannot be changed; editable: %(fields)s.") % {
+                "f": field, "fields": ", ".join(EDITABLE_FIELDS)}
+    values = {}
+    if "title" in changes:
+        values["title"] = _text(errors, "title", changes["title"], MAX_TITLE, required=True)
+    if "notes" in changes:
+        values["notes"] = _text(errors, "notes", changes["notes"], MAX_NOTES)
+    if "owner" in changes:
+        values["owner"] = _owner(errors, changes["owner"])
+    if "status" in changes:
+        values["status"] = _status(errors, changes["status"])
+    if "target" in changes:
+        values["target"] = _target(errors, action.metric, changes["target"])
+    if "due_month" in changes:
+        due = _month(errors, "due_month", changes["due_month"])
+        if due and due < action.month:
+            errors["due_month"] = _("due_month: %(due)s is before the report month %(month)s.") % {
+                "due": f"{due:%Y-%m}", "month": f"{action.month:%Y-%m}"}
+        values["due_month"] = due
+    reason = _text(errors, "reason", reason, MAX_REASON, required=True)
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        current = _locked(action)
+        before = _state(current)
+        for field, value in values.items():
+            setattr(current, field, value)
+        after = _state(current)
+        changed = [key for key in after if after[key] != before[key]]
+        if changed:
+            current.save()
+            audit.record(AuditAction.IMPROVEMENT_CHANGE, current, actor=actor, reason=reason,
+                         before={k: before[k] for k in changed}, after={k: after[k] for k in changed})
+    for field in (*EDITABLE_FIELDS, "last_updated"):  # the caller's instance shows what was saved
+        setattr(action, field, getattr(current, field))
+    return current
+
+
+def _locked(action: ImprovementAction) -> ImprovementAction:
+    """The row as it is now, locked until the transaction ends: the record states what was really there."""
+    return ImprovementAction.objects.select_for_update(of=("self",)).select_related("owner", "tenant").get(
+        pk=action.pk)
+
+
+def delete_action(actor, action: ImprovementAction, reason: str) -> None:
+    """Remove an action (one made by mistake); the record keeps everything it held, and why it went."""
+    _require_admin(actor, _("remove"))
+    errors: dict[str, str] = {}
+    reason = _text(errors, "reason", reason, MAX_REASON, required=True)
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        current = _locked(action)
+        audit.record(AuditAction.IMPROVEMENT_DELETE, current, actor=actor, reason=reason, before=_state(current))
+        current.delete()

@@ -1,0 +1,414 @@
+"""Monthly reports built from the rollups, frozen once the month has closed, and the capacity advice.
+
+``build_report(month, tenant)`` reads only the fact tables (``UsageMonthly``, ``UsageDaily``, ``JobFact``,
+``CapacityDaily``) and returns plain JSON-ready data; the page, the API and ``monthly_report --format json``
+all show that same dictionary. A tenant report filters every query by that tenant, so it cannot carry
+another tenant's figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from datetime import date, datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Max, Q, Sum
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
+
+from audit import log as audit
+from audit.models import AuditAction
+from fleet.catalogue import gpu_model_catalogue
+from gpuportal import phrases
+from gpuportal.dates import day_start, local_day, month_start, next_month
+from gpuportal.db import percentile
+from gpuportal.formatting import figure_text
+from gpuportal.phrases import Phrase
+from gpuportal.validation import calendar_month
+from metering.models import CapacityAction, CapacityDaily, JobFact, MonthlyReport, UsageDaily, UsageMonthly
+from metering.usage.rollup import rollup
+from scheduling.models import FailureCategory
+from tenants.models import Project, Quota, Tenant
+
+#: Failure categories that more or better hardware would have avoided.
+RESOURCE_FAILURES = (FailureCategory.OUT_OF_MEMORY, FailureCategory.NODE_FAULT, FailureCategory.GPU_FAULT)
+#: Capacity advice thresholds (see the README's "Capacity advice" table).
+ADD_WHEN_OVER_DAYS_SHARE = 0.2
+ADD_WHEN_P95_WAIT_HOURS = 4.0
+ADD_WHEN_ALLOCATION_RATE = 0.8
+#: Below this allocated share, peaks above capacity call for spreading them out, not for buying.
+SPREAD_BELOW_ALLOCATION_RATE = 0.5
+LEND_WHEN_IDLE_SHARE = 0.5
+#: "Add N" in the advice covers this share of the month's daily excesses over capacity.
+ADD_COVERS_EXCESS_SHARE = 0.75
+#: GPUs per node assumed for a model the fleet catalogue does not know (the "add N" rounding step).
+DEFAULT_GPUS_PER_NODE = 8
+
+def resource_failure_share(failures) -> float | None:
+    """Of ``failures`` (counts by failure category), the share in ``RESOURCE_FAILURES``; None with no failure.
+    One rule for the advice (per model), the pack's conclusion (all models) and the improvement metric."""
+    failed = sum(failures.values())
+    return sum(failures.get(str(c.value), 0) for c in RESOURCE_FAILURES) / failed if failed else None
+
+
+def whole_nodes(gpus: float, gpus_per_node: float) -> int:
+    """``gpus`` rounded up to whole nodes of ``gpus_per_node``: capacity is bought a node at a time. One rule
+    for the advice's "add N" and the capacity plan's (tenths first, so float noise never adds a node)."""
+    step = max(1, round(gpus_per_node))
+    return int(math.ceil(round(gpus, 1) / step) * step)
+
+
+
+def parse_month(text: str) -> date:
+    """``YYYY-MM`` -> the first day of that month; ValueError naming the expected form (and the years a month
+    may have: ``9999-12`` has no next month) otherwise."""
+    return calendar_month(text)
+
+
+def last_closed_month(now: datetime | None = None) -> date:
+    """The first day of the month that closed last (the one the beat task freezes)."""
+    return month_start(month_start(local_day(now or timezone.now())) - timedelta(days=1))
+
+
+def is_closed(month: date, now: datetime | None = None) -> bool:
+    return next_month(month) <= local_day(now or timezone.now())
+
+
+def _hours(seconds) -> float:
+    return round((seconds or 0) / 3600, 2)
+
+
+def _usage_row(name: str, row: dict) -> dict:
+    allocated, used = row["allocated"] or 0, row["used"] or 0
+    return {"name": name, "gpu_hours_allocated": _hours(allocated), "gpu_hours_used": _hours(used),
+            "efficiency": round(used / allocated, 4) if allocated else None,
+            "measured_share": round((row["measured"] or 0) / allocated, 4) if allocated else None,
+            "cost": round(float(row["cost"] or 0), 2)}
+
+
+def _grouped(queryset, field: str, label=None) -> list[dict]:
+    rows = queryset.values(field).annotate(allocated=Sum("allocated_gpu_seconds"), used=Sum("used_gpu_seconds"),
+                                           measured=Sum("measured_gpu_seconds"), cost=Sum("cost"))
+    result = [_usage_row(label(row[field]) if label else row[field], row) for row in rows]
+    return sorted(result, key=lambda r: -r["gpu_hours_allocated"])
+
+
+def _wait_rows(facts: list[dict], field: str) -> list[dict]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for fact in facts:
+        groups[fact[field]].append(fact["wait"])
+    return sorted(({"name": name, "jobs": len(waits), "wait_seconds_median": _round(percentile(waits, 0.5)),
+                    "wait_seconds_p95": _round(percentile(waits, 0.95))} for name, waits in groups.items()),
+                  key=lambda r: -(r["wait_seconds_p95"] or 0))
+
+
+def _round(value, digits: int = 1):
+    return None if value is None else round(value, digits)
+
+
+def _waits(jobs, t0: datetime, t1: datetime, now: datetime) -> list[dict]:
+    """Waits of jobs first admitted in the month, plus jobs still waiting at its end (counted until then)."""
+    cutoff = min(t1, now)
+    admitted = jobs.filter(first_admitted_at__gte=t0, first_admitted_at__lt=t1)
+    still_waiting = (jobs.filter(submitted_at__lt=cutoff).filter(Q(first_admitted_at__isnull=True)
+                                                                  | Q(first_admitted_at__gte=t1))
+                     .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=t1)))
+    fields = ("tenant__name", "task_type__code", "gpu_model", "wait_seconds", "submitted_at")
+    names = ("tenant", "task_type", "gpu_model", "wait")
+    rows = [dict(zip(names, values[:4], strict=True)) for values in admitted.values_list(*fields)]
+    for values in still_waiting.values_list(*fields):
+        rows.append(dict(zip(names, (*values[:3], (cutoff - values[4]).total_seconds()), strict=True)))
+    return rows
+
+
+def build_report(month: date, tenant: Tenant | None = None, now: datetime | None = None) -> dict:
+    """Every figure of the monthly report for ``tenant`` (None: platform-wide), from the rollups."""
+    now = now or timezone.now()
+    month = month_start(month)
+    following = next_month(month)
+    t0, t1 = day_start(month), day_start(following)
+    usage = UsageMonthly.objects.filter(month=month)
+    daily = UsageDaily.objects.filter(day__gte=month, day__lt=following)
+    jobs = JobFact.objects.all()
+    if tenant is not None:
+        usage, daily, jobs = usage.filter(tenant=tenant), daily.filter(tenant=tenant), jobs.filter(tenant=tenant)
+    totals = usage.aggregate(allocated=Sum("allocated_gpu_seconds"), used=Sum("used_gpu_seconds"),
+                             measured=Sum("measured_gpu_seconds"), cost=Sum("cost"))
+    overall = _usage_row("total", totals)
+
+    submitted = jobs.filter(submitted_at__gte=t0, submitted_at__lt=t1)
+    outcome = submitted.aggregate(
+        submitted=Count("job_id"), succeeded=Count("job_id", filter=Q(status="succeeded")),
+        failed=Count("job_id", filter=Q(status="failed")), cancelled=Count("job_id", filter=Q(status="cancelled")),
+        preempted=Count("job_id", filter=Q(preemptions__gt=0)), reclaimed=Count("job_id", filter=Q(reclaimed=True)),
+        retries=Sum("retries"))
+    outcome["retries"] = outcome["retries"] or 0
+    failures = dict(Counter(submitted.filter(status="failed").values_list("failure_category", flat=True)))
+    failures = {(category or "unclassified"): n for category, n in sorted(failures.items(), key=lambda i: -i[1])}
+
+    waits = _waits(jobs, t0, t1, now)
+    all_waits = [w["wait"] for w in waits]
+    elapsed = (min(t1, now) - t0).total_seconds()
+    report = {
+        "month": f"{month:%Y-%m}", "scope": "tenant" if tenant else "platform",
+        "tenant": tenant.name if tenant else None, "currency": settings.METERING["CURRENCY"],
+        "generated_at": now.isoformat(timespec="seconds"), "closed": is_closed(month, now),
+        "gpu_hours_allocated": overall["gpu_hours_allocated"], "gpu_hours_used": overall["gpu_hours_used"],
+        "efficiency": overall["efficiency"], "measured_share": overall["measured_share"], "cost": overall["cost"],
+        "by_project": _grouped(usage, "project_id", label=_project_label()),
+        "by_task_type": _grouped(usage, "task_type__code"),
+        "by_gpu_model": _grouped(usage, "gpu_model"),
+        "jobs": outcome, "failures_by_category": failures,
+        "wait_seconds_median": _round(percentile(all_waits, 0.5)),
+        "wait_seconds_p95": _round(percentile(all_waits, 0.95)),
+        "wait_by_task_type": _wait_rows(waits, "task_type"), "wait_by_gpu_model": _wait_rows(waits, "gpu_model"),
+        "top_users": _top_users(usage, submitted),
+        "quota_vs_use": _quota_vs_use(usage, tenant, elapsed),
+        "daily": [{"day": row["day"].isoformat(), "gpu_model": row["gpu_model"],
+                   "gpu_hours_allocated": _hours(row["allocated"]), "gpu_hours_used": _hours(row["used"])}
+                  for row in daily.values("day", "gpu_model").annotate(
+                      allocated=Sum("allocated_gpu_seconds"), used=Sum("used_gpu_seconds"),
+                  ).order_by("day", "gpu_model")],
+    }
+    if tenant is None:
+        report["by_tenant"] = _grouped(usage, "tenant__name")
+        report["longest_waiting_tenants"] = _wait_rows(waits, "tenant")[:5]
+        capacity = _capacity(month, following, now)
+        report["utilisation_by_gpu_model"] = capacity["models"]
+        report["capacity_daily"] = capacity["daily"]
+        report["recommendations"] = recommendations(capacity["models"], waits, submitted)
+    return report
+
+
+def _project_label():
+    names = {pk: f"{t}/{p}" for pk, t, p in Project.objects.values_list("pk", "tenant__name", "name")}
+    return lambda pk: names.get(pk, str(pk))
+
+
+def _top_users(usage, submitted) -> list[dict]:
+    jobs = dict(submitted.values("user__username").annotate(n=Count("job_id")).values_list("user__username", "n"))
+    rows = _grouped(usage, "user__username")[:10]
+    for row in rows:
+        row["jobs"] = jobs.get(row["name"], 0)
+    return rows
+
+
+def _quota_vs_use(usage, tenant, elapsed_seconds: float) -> list[dict]:
+    quotas = Quota.objects.select_related("tenant")
+    if tenant is not None:
+        quotas = quotas.filter(tenant=tenant)
+    used = {(row["tenant__name"], row["gpu_model"]): row["allocated"] for row in usage.values(
+        "tenant__name", "gpu_model").annotate(allocated=Sum("allocated_gpu_seconds"))}
+    rows = []
+    for quota in quotas:
+        average = (used.get((quota.tenant.name, quota.gpu_model)) or 0) / elapsed_seconds if elapsed_seconds > 0 else 0
+        rows.append({"tenant": quota.tenant.name, "gpu_model": quota.gpu_model, "guaranteed": quota.guaranteed_gpus,
+                     "limit": quota.limit_gpus, "average_gpus_allocated": round(average, 2),
+                     "share_of_guarantee": (round(average / quota.guaranteed_gpus, 3)
+                                            if quota.guaranteed_gpus else None)})
+    return rows
+
+
+def _capacity(month: date, following: date, now: datetime) -> dict:
+    rows = list(CapacityDaily.objects.filter(day__gte=month, day__lt=following))
+    per_node = {model: c.total_gpus / max(c.nodes, 1) for model, c in gpu_model_catalogue().items()}
+    models: dict[str, dict] = {}
+    today = local_day(now)
+    for row in rows:
+        day_hours = 24.0 if row.day < today else max((now - day_start(row.day)).total_seconds() / 3600, 0)
+        entry = models.setdefault(row.gpu_model, {"gpu_model": row.gpu_model, "capacity_gpus": 0, "days": 0,
+                                                   "capacity_gpu_hours": 0.0, "allocated_gpu_hours": 0.0,
+                                                   "used_gpu_hours": 0.0, "peak_demand_gpus": 0.0,
+                                                   "days_over_capacity": 0, "excess": [], "util": [],
+                                                   "gpus_per_node": per_node.get(row.gpu_model, DEFAULT_GPUS_PER_NODE)})
+        entry["capacity_gpus"] = max(entry["capacity_gpus"], row.capacity_gpus)
+        entry["days"] += 1
+        entry["capacity_gpu_hours"] += row.capacity_gpus * day_hours
+        entry["allocated_gpu_hours"] += row.allocated_gpu_seconds / 3600
+        entry["used_gpu_hours"] += row.used_gpu_seconds / 3600
+        entry["peak_demand_gpus"] = max(entry["peak_demand_gpus"], row.peak_demand_gpus)
+        if row.peak_demand_gpus > row.capacity_gpus:
+            entry["days_over_capacity"] += 1
+            entry["excess"].append(row.peak_demand_gpus - row.capacity_gpus)
+        if row.mean_utilization_pct is not None:
+            entry["util"].append(row.mean_utilization_pct)
+    for entry in models.values():
+        capacity_hours = entry["capacity_gpu_hours"]
+        entry["allocation_rate"] = round(entry["allocated_gpu_hours"] / capacity_hours, 4) if capacity_hours else None
+        entry["idle_gpu_hours"] = round(max(capacity_hours - entry["allocated_gpu_hours"], 0), 1)
+        entry["mean_utilization_pct"] = _round(sum(entry["util"]) / len(entry["util"])) if entry["util"] else None
+        for key in ("capacity_gpu_hours", "allocated_gpu_hours", "used_gpu_hours"):
+            entry[key] = round(entry[key], 1)
+        del entry["util"]
+    daily = [{"day": row.day.isoformat(), "gpu_model": row.gpu_model, "capacity_gpus": row.capacity_gpus,
+              "peak_allocated_gpus": row.peak_allocated_gpus, "peak_demand_gpus": row.peak_demand_gpus,
+              "mean_utilization_pct": _round(row.mean_utilization_pct),
+              "gpu_memory_high_water_mb": row.gpu_memory_high_water_mb} for row in rows]
+    return {"models": sorted(models.values(), key=lambda m: m["gpu_model"]), "daily": daily}
+
+
+def recommendations(models: list[dict], waits: list[dict], submitted) -> list[dict]:
+    """One piece of advice per GPU model (add / lend or move / keep) with the figures behind it."""
+    failures = defaultdict(Counter)
+    for model, category in submitted.filter(status="failed").values_list("gpu_model", "failure_category"):
+        failures[model][category] += 1
+    wait_by_model = defaultdict(list)
+    for wait in waits:
+        wait_by_model[wait["gpu_model"]].append(wait["wait"])
+    advice = []
+    for entry in models:
+        model = entry["gpu_model"]
+        p95 = percentile(wait_by_model[model], 0.95) or 0
+        resource_share = resource_failure_share(failures[model]) or 0.0
+        idle_share = 1 - entry["allocation_rate"] if entry["allocation_rate"] is not None else 0.0
+        figures = {"days": entry["days"], "days_over_capacity": entry["days_over_capacity"],
+                   "wait_seconds_p95": round(p95, 1), "resource_failure_share": round(resource_share, 3),
+                   "idle_share": round(idle_share, 3), "allocation_rate": entry["allocation_rate"],
+                   "capacity_gpus": entry["capacity_gpus"], "peak_demand_gpus": entry["peak_demand_gpus"]}
+        over_often = entry["days_over_capacity"] >= max(1, math.ceil(entry["days"] * ADD_WHEN_OVER_DAYS_SHARE))
+        long_waits = (p95 >= ADD_WHEN_P95_WAIT_HOURS * 3600
+                      and (entry["allocation_rate"] or 0) >= ADD_WHEN_ALLOCATION_RATE)
+        if over_often and not long_waits and (entry["allocation_rate"] or 0) < SPREAD_BELOW_ALLOCATION_RATE:
+            action = CapacityAction.SPREAD
+            evidence = Phrase(gettext_noop(
+                "%(model)s: demand above capacity on %(over)d of %(days)d days but %(idle).0f %% idle -> spread the "
+                "peaks (reservations, backfill) before buying"), {
+                "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "idle": idle_share * 100})
+        elif over_often or long_waits:
+            add = whole_nodes(percentile(entry["excess"], ADD_COVERS_EXCESS_SHARE) or 1, entry["gpus_per_node"])
+            action = CapacityAction.ADD
+            evidence = Phrase(gettext_noop(
+                "%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, %(res).0f %% "
+                "of %(model)s failures resource-related -> add %(add)s %(model)s GPUs"), {
+                "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "wait": p95 / 3600,
+                "res": resource_share * 100, "add": figure_text(add)})
+            figures["add_gpus"] = add
+        elif idle_share >= LEND_WHEN_IDLE_SHARE:
+            action = CapacityAction.LEND_OR_MOVE
+            evidence = Phrase(gettext_noop("%(model)s: %(idle).0f %% idle -> lend or move"), {
+                "model": model, "idle": idle_share * 100})
+        else:
+            action = CapacityAction.KEEP
+            evidence = Phrase(gettext_noop(
+                "%(model)s: %(alloc).0f %% allocated, demand above capacity on %(over)d of %(days)d days, p95 wait "
+                "%(wait).1f h -> keep"), {
+                "model": model, "alloc": (entry["allocation_rate"] or 0) * 100, "over": entry["days_over_capacity"],
+                "days": entry["days"], "wait": p95 / 3600})
+        # Kept as English with its phrase: a frozen report is read long after, in each reader's language.
+        advice.append({"gpu_model": model, "action": str(action.value), "evidence": str(evidence),
+                       "figures": figures, **evidence.as_data()})
+    for entry in models:
+        entry.pop("excess", None)
+    return advice
+
+
+# --- frozen snapshots ------------------------------------------------------------------------------------
+
+
+def current_snapshot(month: date, tenant: Tenant | None):
+    return MonthlyReport.objects.filter(month=month, tenant=tenant, superseded_at__isnull=True).first()
+
+
+def report_for(month: date, tenant: Tenant | None = None,
+               now: datetime | None = None) -> tuple[dict, MonthlyReport | None]:
+    """The report to show: the frozen snapshot of a closed month, else the live figures (snapshot None).
+
+    Reading never writes: a GET that froze snapshots let any reader decide when a month's figures were
+    fixed, and parallel first reads raced to freeze several. Freezing is ``freeze`` (the beat task) or
+    ``regenerate`` (an admin's explicit action); until then a closed month shows its live rollups."""
+    now = now or timezone.now()
+    month = month_start(month)
+    snapshot = current_snapshot(month, tenant) if is_closed(month, now) else None
+    if snapshot is None:
+        return in_reader_language(build_report(month, tenant, now)), None
+    return in_reader_language(snapshot.data), snapshot
+
+
+def in_reader_language(data: dict) -> dict:
+    """``data`` with its advice in the reader's language. The advice is stored as English with its phrase
+    (``recommendations``); a snapshot frozen by the beat task, in the site's language, is read in any other.
+    The phrase itself is not shown: the report's shape stays what the API documents."""
+    advice = [{**{k: v for k, v in entry.items() if k != phrases.DATA_KEY}, "evidence": advice_text(entry)}
+              for entry in data.get("recommendations") or []]
+    return {**data, "recommendations": advice} if "recommendations" in data else data
+
+
+def advice_text(entry: dict) -> str:
+    """One piece of stored advice (``recommendations``) in the reader's language."""
+    return phrases.read(str(entry.get("evidence", "")), entry)
+
+
+def freeze(month: date, tenant: Tenant | None = None, now: datetime | None = None, actor=None,
+           reason: str = "") -> MonthlyReport:
+    """Freeze the closed month's report unless it is frozen already; safe to run in parallel.
+
+    The unique constraint on the current snapshot of a month and tenant decides a race: the loser's insert
+    fails and it returns the winner's snapshot. ``actor`` (an admin's explicit action) is recorded."""
+    now = now or timezone.now()
+    month = month_start(month)
+    if not is_closed(month, now):
+        raise ValueError(_("Only a closed month has a frozen report; %(m)s is still open.") % {"m": f"{month:%Y-%m}"})
+    existing = current_snapshot(month, tenant)
+    if existing is not None:
+        return existing
+    last_day = next_month(month) - timedelta(days=1)
+    if not MonthlyReport.objects.filter(month=month).exists() and _within_retention(last_day, now):
+        rollup(last_day, last_day, now=now)  # the month's last hours, which the hourly rollup may have missed
+    try:
+        with transaction.atomic():
+            snapshot = MonthlyReport.objects.create(
+                month=month, tenant=tenant, data=build_report(month, tenant, now), generated_at=now,
+                generated_by=actor, reason=(reason.strip() or _("Frozen after the month closed."))[:500])
+            if actor is not None:
+                figures = {"snapshot": snapshot.pk, "gpu_hours_allocated": snapshot.data["gpu_hours_allocated"]}
+                audit.record(AuditAction.REPORT_REGENERATE, snapshot, actor=actor, tenant=tenant,
+                             reason=snapshot.reason, after=figures)
+            return snapshot
+    except IntegrityError:
+        return current_snapshot(month, tenant)
+
+
+def _within_retention(day: date, now: datetime) -> bool:
+    return day >= local_day(now) - timedelta(days=settings.AGENTS["READINGS_RETENTION_DAYS"])
+
+
+def regenerate(month: date, tenant: Tenant | None, actor, reason: str, now: datetime | None = None,
+               force: bool = False) -> MonthlyReport:
+    """Roll the month up again and freeze a new snapshot; the old one stays, marked superseded."""
+    now = now or timezone.now()
+    month = month_start(month)
+    if not is_closed(month, now):
+        raise ValueError(_("Only a closed month has a frozen report; %(m)s is still open.") % {"m": f"{month:%Y-%m}"})
+    if not reason.strip():
+        raise ValueError(_("reason: say why the report is regenerated (it is recorded)."))
+    try:
+        return _refreeze(month, tenant, actor, reason, now, force)
+    except IntegrityError:  # another regeneration or the beat task froze this report at the same moment
+        raise ValueError(_("The report was frozen by someone else at the same moment; reload and try again.")
+                         ) from None
+
+
+def _refreeze(month, tenant, actor, reason: str, now: datetime, force: bool) -> MonthlyReport:
+    with transaction.atomic():
+        rollup(month, next_month(month) - timedelta(days=1), now=now, force=force)
+        current = MonthlyReport.objects.filter(month=month, tenant=tenant, superseded_at__isnull=True)
+        old = current.select_for_update().first()
+        current.update(superseded_at=now)
+        snapshot = MonthlyReport.objects.create(month=month, tenant=tenant, data=build_report(month, tenant, now),
+                                                generated_at=now, generated_by=actor, reason=reason.strip()[:500])
+        audit.record(AuditAction.REPORT_REGENERATE, snapshot, actor=actor, tenant=tenant, reason=snapshot.reason,
+                     before={"snapshot": old.pk, "gpu_hours_allocated": old.data.get("gpu_hours_allocated")}
+                     if old else None,
+                     after={"snapshot": snapshot.pk, "gpu_hours_allocated": snapshot.data["gpu_hours_allocated"]})
+        return snapshot
+
+
+def months_with_data() -> list[date]:
+    months = set(UsageMonthly.objects.values_list("month", flat=True).distinct())
+    latest = JobFact.objects.aggregate(latest=Max("submitted_at"))["latest"]
+    if latest:
+        months.add(month_start(local_day(latest)))
+    return sorted(months, reverse=True)

@@ -1,0 +1,30 @@
+"""Review pack downloads (issue 19): ``/reports/YYYY-MM/pack.pdf`` and ``.../<tenant>/pack.xlsx``.
+
+Thin: who may read a pack is exactly who may read the month's report page (``services.report_scope``); the
+document is ``review.build_review`` in the request's language and ``review_formats`` turns it into a file.
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.utils.cache import patch_cache_control
+from django.utils.translation import get_language
+from django.utils.translation import gettext as _
+
+from metering import permissions as services
+from metering.reports.views import month_or_404
+from metering.review.document import build_review
+from metering.review.render import formats as review_formats
+
+
+@login_required
+def review_pack(request, month, fmt, tenant=None):
+    if fmt not in review_formats.FORMATS:
+        raise Http404(_("No review pack as %(fmt)s: pdf or xlsx.") % {"fmt": fmt})
+    month = month_or_404(month)
+    scope = services.report_scope(request.user, tenant)
+    review = build_review(month, scope, language=get_language())
+    response = HttpResponse(review_formats.render(review, fmt),
+                            content_type=review_formats.FORMATS[fmt].content_type)
+    response["Content-Disposition"] = f'attachment; filename="{review_formats.filename(review, fmt)}"'
+    patch_cache_control(response, private=True)  # a tenant's figures: never kept by a shared cache
+    return response

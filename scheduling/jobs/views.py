@@ -1,0 +1,182 @@
+"""Portal pages. Thin: read through ``visible_to``, act through ``services``."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from fleet.inventory import gpu_series
+from fleet.models import Cluster
+from fleet.queries import capacity_summary
+from gpuportal import pagecache
+from scheduling.executors import read_job_log
+from scheduling.executors.logs import DEFAULT_TAIL
+from scheduling.jobs import actions as job_actions
+from scheduling.jobs import cloning, queries
+from scheduling.jobs.filtersets import JobFilterSet
+from scheduling.jobs.forms import JobSubmitForm
+from scheduling.jobs.progress import estimated_finish, run_deadline
+from scheduling.models import LONG_RUNNING_KINDS, Job, WorkloadKind
+from scheduling.templates import services as job_templates
+from scheduling.workloads.queries import count_pairs, ended, live_state, may_open, visible_groups
+from tenants import access
+
+#: Arrays and services shown above the job list (the newest).
+GROUP_ROWS = 20
+
+#: The longest cancel reason the page takes (as the API's CancelSerializer).
+CANCEL_REASON_MAX = 500
+
+
+def _jobs(user):
+    return Job.objects.visible_to(user).for_listing()
+
+
+@login_required
+def dashboard(request):
+    return pagecache.cached_page(request, "dashboard", lambda: _render_dashboard(request))
+
+
+def _render_dashboard(request):
+    user = request.user
+    jobs = _jobs(user)
+    return render(request, "scheduling/dashboard.html", {
+        "quota_rows": queries.quota_usage(user),
+        "my_jobs": jobs.filter(owner=user)[:10],
+        "queue": jobs.waiting().order_by("queue_state__queue_position", "submitted_at")[:20],
+        "capacity": capacity_summary(),
+    })
+
+
+@login_required
+def job_list(request):
+    # An array's tasks and a service's replicas are one row each in the groups table, not one row per member.
+    filterset = JobFilterSet(request.GET or None, queryset=_jobs(request.user).filter(group__isnull=True),
+                             request=request)
+    paginator = Paginator(filterset.qs, 50)
+    page = paginator.get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    groups = list(visible_groups(request.user)[:GROUP_ROWS])
+    return render(request, "scheduling/job_list.html", {
+        "filter": filterset, "page": page, "query": query.urlencode(),
+        "groups": [(g, count_pairs(g), ended(g)) for g in groups]})
+
+
+@login_required
+def job_detail(request, pk):
+    job = get_object_or_404(_jobs(request.user).with_placement().prefetch_related("events__actor"), pk=pk)
+    per_node: dict = {}
+    gpus = job.held_gpus()
+    series = gpu_series(gpu.pk for gpu in gpus) if not job.is_terminal else {}
+    for gpu in gpus:
+        latest = series.get(gpu.pk, {}).get("latest")
+        gpu.latest_util = latest.utilization_pct if latest else None
+        per_node.setdefault(gpu.node, []).append(gpu)
+    return render(request, "scheduling/job_detail.html", {
+        "job": job, "placement": sorted(per_node.items(), key=lambda item: item[0].name),
+        "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
+        "estimated_finish": estimated_finish(job), "attempts": (job.executor_state or {}).get("attempts", []),
+        "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
+        "deadline": run_deadline(job), "max_runtime_seconds": (job.max_runtime_minutes or 0) * 60,
+        "run_seconds": ((job.finished_at or timezone.now()) - job.started_at).total_seconds() if job.started_at else 0,
+        "log": read_job_log(job, DEFAULT_TAIL),
+        "live": live_state(job) if job.kind in LONG_RUNNING_KINDS else None,
+        "can_open": job.kind == WorkloadKind.NOTEBOOK and may_open(request.user, job),
+        "can_clear_avoidance": job.is_waiting and bool((job.executor_state or {}).get("avoid_nodes"))
+        and access.for_user(request.user).platform_admin,
+    })
+
+
+@login_required
+def job_submit(request):
+    """The submit form. ``?template=<version id>`` starts from a template version (its defaults prefill the
+    form, its parameters show, the job records the version); ``?clone=<job id>`` prefills a job's request."""
+
+    posted = request.method == "POST"
+    reference = request.POST.get("use_template") if posted else request.GET.get("template")
+    version = job_templates.usable_template_version(request.user, reference) if reference else None
+    gone = _("Template version %(v)s is not one you may use.") % {"v": reference}
+    if reference and version is None and not posted:
+        messages.error(request, gone)
+    initial, clone_of = {}, None
+    if version is not None and not posted:
+        initial = {**version.defaults, "kind": version.template.kind, "template_version": version.pk}
+    elif not posted and request.GET.get("clone"):
+        clone_of = Job.objects.visible_to(request.user).select_related("tenant", "project", "task_type", "group") \
+            .filter(pk=request.GET["clone"] if request.GET["clone"].isdigit() and len(request.GET["clone"]) < 19
+                    else None).first()
+        if clone_of is None:
+            messages.error(request, _("Job %(id)s is not among those you may see; the form starts empty.") % {
+                "id": request.GET["clone"]})
+        else:
+            initial = cloning.request_of(clone_of)
+            if initial.get("tenant") and "/" not in str(initial.get("project", "/")):
+                initial["project"] = f"{initial['tenant']}/{initial['project']}"
+    form = JobSubmitForm(request.POST or None, user=request.user, version=version, initial=initial)
+    if posted and reference and version is None:  # archived meanwhile: its parameters cannot be applied
+        form.is_valid()
+        form.add_error(None, gone)
+    elif posted:
+        job = form.submit()
+        if job is not None:
+            messages.success(request, _("Job #%(id)d submitted.") % {"id": job.pk})
+            return redirect("scheduling:job-detail", pk=job.pk)
+    templates = [(t, job_templates.latest_version(t)) for t in job_templates.usable_templates(request.user)]
+    return render(request, "scheduling/job_form.html", {
+        "form": form, "version": version, "clone_of": clone_of,
+        "templates": [(t, v) for t, v in templates if v is not None]}, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def job_cancel(request, pk):
+    job = get_object_or_404(_jobs(request.user), pk=pk)
+    reason = request.POST.get("reason", "").strip()
+    if len(reason) > CANCEL_REASON_MAX:  # refused, never cut: what is stored is what was written
+        messages.error(request, _("Reason: at most %(max)d characters (got %(n)d); the job was not cancelled.") % {
+            "max": CANCEL_REASON_MAX, "n": len(reason)})
+        return redirect("scheduling:job-detail", pk=job.pk)
+    try:
+        job_actions.cancel_job(request.user, job, reason)
+        messages.success(request, _("Job #%(id)d cancelled.") % {"id": job.pk})
+    except (ValidationError, PermissionDenied) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    return redirect("scheduling:job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_hold(request, pk, hold: bool):
+    job = get_object_or_404(_jobs(request.user), pk=pk)
+    try:
+        job_actions.set_hold(request.user, job, hold)
+        messages.success(request, (_("Job #%(id)d held: it keeps its place but will not start until released.")
+                                   if hold else _("Job #%(id)d released.")) % {"id": job.pk})
+    except (ValidationError, PermissionDenied) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    return redirect("scheduling:job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_clear_avoidance(request, pk):
+    job = get_object_or_404(_jobs(request.user), pk=pk)
+    try:
+        job_actions.clear_avoidance(request.user, job)
+        messages.success(request, _("Job #%(id)d may run on the nodes it avoided again.") % {"id": job.pk})
+    except (ValidationError, PermissionDenied) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    return redirect("scheduling:job-detail", pk=job.pk)
+
+
+@login_required
+def queue(request):
+    cluster = request.GET.get("cluster", "")
+    return render(request, "scheduling/queue.html", {
+        "rows": queries.cluster_queue(request.user, cluster or None), "shares": queries.fair_share_report(),
+        "clusters": Cluster.objects.all(), "cluster": cluster})

@@ -1,0 +1,208 @@
+"""The world as the scheduling engine sees it: plain snapshots built from the database, one per cluster.
+
+Quotas come from the one effective-quota rule (``tenants.quotas``: limit + active bursts); running jobs carry
+their real placements; waiting jobs are routed to a cluster. Nothing here decides anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from fleet.models import Cluster, Node
+from scheduling import engine
+from scheduling.engine.estimate import runtime_from_history
+from scheduling.models import (
+    ACTIVE_STATUSES,
+    LONG_RUNNING_KINDS,
+    Job,
+    JobAllocation,
+    JobStatus,
+    Reservation,
+    WorkloadKind,
+)
+from tenants.models import DepartmentQuota, Tenant
+from tenants.quotas import effective_quotas
+
+#: Finished jobs older than this many half-lives no longer matter for fair share.
+USAGE_HALF_LIVES = 4
+#: Runtime estimates come from up to this many recent successful jobs per task type and size.
+HISTORY_JOBS = 2000
+
+
+def policy_for(cluster: Cluster) -> engine.Policy:
+    return engine.Policy(name=cluster.name, ordering=cluster.ordering, placement=cluster.placement,
+                         backfill=cluster.backfill, preemption=cluster.preemption,
+                         half_life_seconds=cluster.fair_share_half_life_hours * 3600)
+
+
+def runtime_estimates(now) -> dict[tuple[str, int], float]:
+    """Expected runtime per (task type, GPUs): the 75th percentile of recent successful runs."""
+    samples: dict[tuple[str, int], list[float]] = defaultdict(list)
+    rows = (Job.objects.filter(status=JobStatus.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
+            .order_by("-finished_at").values_list("task_type__code", "gpus_per_node", "node_count", "started_at",
+                                                  "finished_at")[:HISTORY_JOBS])
+    for code, per_node, nodes, started, finished in rows:
+        samples[(code, per_node * nodes)].append((finished - started).total_seconds())
+    estimates = {key: runtime_from_history(values) for key, values in samples.items()}
+    return {key: value for key, value in estimates.items() if value is not None}
+
+
+def usage_history(now, half_life_seconds: float) -> tuple[engine.UsageRecord, ...]:
+    """GPU-seconds of finished allocations per tenant and day, over the last few half-lives."""
+    since = now - timedelta(seconds=USAGE_HALF_LIVES * half_life_seconds)
+    per_day: dict[tuple[str, datetime], float] = defaultdict(float)
+    rows = JobAllocation.objects.filter(released_at__gte=since).values_list(
+        "job__tenant__name", "allocated_at", "released_at", "fraction")
+    for tenant, start, end, fraction in rows:
+        day = end.replace(hour=12, minute=0, second=0, microsecond=0)
+        per_day[(tenant, day)] += (end - max(start, since)).total_seconds() * float(fraction)
+    return tuple(engine.UsageRecord(t, day.timestamp(), seconds) for (t, day), seconds in per_day.items())
+
+
+def _preemptible(job: dict) -> bool:
+    """Services stay up: no lower class may take their GPUs (the task type decides for every other kind)."""
+    return job["task_type__preemptible"] and job["kind"] != WorkloadKind.SERVICE
+
+
+def _max_runtime(job: dict) -> float:
+    """Seconds it may run; a job with no max runtime (a service) has no end."""
+    minutes = job["max_runtime_minutes"]
+    return math.inf if minutes is None else minutes * 60.0
+
+
+def _expected_runtime(job: dict, estimates: dict) -> float | None:
+    """What history says a batch job of its type and size runs; notebooks and services run until stopped, so
+    only their max runtime (often none) bounds them."""
+    if job["kind"] in LONG_RUNNING_KINDS:
+        return None
+    return estimates.get((job["task_type__code"], job["gpus_per_node"] * job["node_count"]))
+
+
+def _array_of(job: dict) -> str:
+    """The array an array task belongs to, as its wait reason names it ("" for any other job)."""
+    if job["kind"] != WorkloadKind.ARRAY or job["group_id"] is None:
+        return ""
+    return f"#{job['group_id']} {job['group__name']}"
+
+
+def running_jobs(now, estimates: dict | None = None) -> tuple[engine.RunningJob, ...]:
+    """Every job holding GPUs, with its real placements (node, indices, share)."""
+    estimates = runtime_estimates(now) if estimates is None else estimates
+    placements: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
+    for job_id, node_id, index, fraction in JobAllocation.objects.filter(
+            released_at__isnull=True, job__status__in=ACTIVE_STATUSES).values_list(
+            "job_id", "gpu__node_id", "gpu__index", "fraction"):
+        placements[job_id].append((node_id, index, float(fraction)))
+    running = []
+    for job in Job.objects.active().values("id", "tenant__name", "gpu_model", "priority", "task_type__preemptible",
+                                           "task_type__code", "submitted_at", "admitted_at", "started_at",
+                                           "max_runtime_minutes", "gpus_per_node", "node_count", "cpu_milli",
+                                           "memory_mib", "kind", "group_id", "group__name"):
+        per_node: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for node_id, index, fraction in placements.get(job["id"], []):
+            per_node[(node_id, round(fraction * 1000))].append(index)
+        started = job["started_at"] or job["admitted_at"] or now
+        running.append(engine.RunningJob(
+            id=job["id"], tenant=job["tenant__name"], gpu_model=job["gpu_model"], priority=job["priority"],
+            preemptible=_preemptible(job), task_type=job["task_type__code"],
+            submitted_at=job["submitted_at"].timestamp(), started_at=started.timestamp(),
+            max_runtime=_max_runtime(job), expected_runtime=_expected_runtime(job, estimates),
+            cpu_milli=job["cpu_milli"], memory_mib=job["memory_mib"], group=_array_of(job),
+            placements=tuple(engine.Placement(n, tuple(sorted(ix)), milli) for (n, milli), ix in
+                             sorted(per_node.items()))))
+    return tuple(running)
+
+
+def avoided_nodes(state: dict | None, now, schedulable: dict[int, bool]) -> tuple[int, ...]:
+    """The nodes a waiting job still avoids (``executor_state``'s ``avoid_nodes``, written by the retry rule,
+    ``lifecycle.fail_or_retry``). An avoidance older than ``SCHEDULER["AVOID_NODE_HOURS"]`` ends once its node
+    is schedulable again (repaired, healthy, not cordoned): a fault of last week does not exclude a node for ever,
+    while a node that keeps failing is avoided again after its next fault. Avoidances without a time (older
+    states) do not expire."""
+    state = state or {}
+    since = state.get("avoid_since") or {}
+    bound = now - timedelta(hours=settings.SCHEDULER["AVOID_NODE_HOURS"])
+    kept = []
+    for node_id in state.get("avoid_nodes", ()):
+        at = since.get(str(node_id))
+        if at and datetime.fromisoformat(at) < bound and schedulable.get(node_id):
+            continue
+        kept.append(node_id)
+    return tuple(kept)
+
+
+def _waiting_by_cluster(clusters, nodes, estimates, now) -> dict[str, list[engine.WaitingJob]]:
+    """Waiting jobs by the cluster they belong to: the one they name, else the one with the most healthy
+    GPUs of their model."""
+    schedulable = {node.id: node.schedulable for node in nodes}
+    healthy_gpus: dict[tuple[str, str], int] = defaultdict(int)
+    for node in nodes:
+        if node.schedulable:
+            healthy_gpus[(node.cluster.name, node.gpu_model)] += sum(1 for g in node.gpus.all() if g.healthy)
+    by_cluster: dict[str, list] = defaultdict(list)
+    for j in Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.PENDING)).values(
+            "id", "tenant__name", "gpu_model", "gpus_per_node", "node_count", "priority", "task_type__code",
+            "task_type__preemptible", "submitted_at", "gpu_milli", "cpu_milli", "memory_mib", "topology",
+            "max_runtime_minutes", "held_by", "status", "cluster__name", "executor_state", "kind", "group_id",
+            "group__name", "group__parallelism", "accept_models"):
+        home = j["cluster__name"] or max(
+            (c.name for c in clusters), key=lambda name: (healthy_gpus.get((name, j["gpu_model"]), 0), name),
+            default="")
+        by_cluster[home].append(engine.WaitingJob(
+            id=j["id"], tenant=j["tenant__name"], gpu_model=j["gpu_model"], gpus_per_node=j["gpus_per_node"],
+            nodes=j["node_count"], priority=j["priority"], task_type=j["task_type__code"],
+            submitted_at=j["submitted_at"].timestamp(), gpu_milli=j["gpu_milli"], cpu_milli=j["cpu_milli"],
+            memory_mib=j["memory_mib"], topology=j["topology"], max_runtime=_max_runtime(j),
+            expected_runtime=_expected_runtime(j, estimates), preemptible=_preemptible(j), held=j["held_by"],
+            group=_array_of(j), group_limit=(j["group__parallelism"] or 0) if _array_of(j) else 0,
+            accept_models=tuple(j["accept_models"] or ()),
+            awaiting_approval=j["status"] == JobStatus.PENDING,
+            avoid_nodes=avoided_nodes(j["executor_state"], now, schedulable)))
+    return by_cluster
+
+
+def load_snapshots(now=None):
+    """One engine snapshot per cluster, plus the nodes and GPUs by key, to apply decisions with.
+
+    The pass, the impact preview of a request and the fair-share report all read the world through here, so
+    what they show is what the pass would decide on."""
+    now = now or timezone.now()
+    clusters = list(Cluster.objects.all())
+    nodes = list(Node.objects.select_related("cluster").prefetch_related("gpus"))
+    node_by_id = {n.id: n for n in nodes}
+    gpu_by_key = {(g.node_id, g.index): g for n in nodes for g in n.gpus.all()}
+    estimates = runtime_estimates(now)
+    running = running_jobs(now, estimates)
+    quotas = tuple(engine.QuotaSnapshot(q.tenant, q.gpu_model, q.guaranteed, q.effective_limit, q.department)
+                   for q in effective_quotas(now=now))
+    department_quotas = tuple(engine.DepartmentQuota(d.department.name, d.gpu_model, d.limit_gpus)
+                              for d in DepartmentQuota.objects.select_related("department"))
+    tenants = tuple(engine.TenantInfo(t.name, t.fair_share_weight) for t in Tenant.objects.all())
+    reservations = tuple(engine.Reservation(r.pk, r.tenant.name, r.gpu_model, r.gpus, r.start.timestamp(),
+                                            r.end.timestamp())
+                         for r in Reservation.objects.filter(end__gt=now).select_related("tenant"))
+
+    by_cluster = _waiting_by_cluster(clusters, nodes, estimates, now)
+    snapshots = {}
+    for cluster in clusters:
+        policy = policy_for(cluster)
+        snapshots[cluster.name] = engine.Snapshot(
+            nodes=tuple(_node_snapshot(n) for n in nodes if n.cluster_id == cluster.pk),
+            running=running, waiting=tuple(by_cluster.get(cluster.name, ())), quotas=quotas,
+            departments=department_quotas, reservations=reservations, tenants=tenants,
+            usage=usage_history(now, policy.half_life_seconds), now=now.timestamp(), policy=policy)
+    return snapshots, node_by_id, gpu_by_key
+
+
+def _node_snapshot(node: Node) -> engine.NodeSnapshot:
+    gpus = list(node.gpus.all())
+    return engine.NodeSnapshot(
+        id=node.id, name=node.name, gpu_model=node.gpu_model, cluster=node.cluster.name,
+        datacenter=node.datacenter, rack=node.rack, network_domain=node.network_domain,
+        schedulable=node.schedulable, gpu_total=len(gpus), cpu_milli=node.cpu_milli,
+        memory_mib=node.memory_mib, gpu_indices=tuple(sorted(g.index for g in gpus if g.healthy)))

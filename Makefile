@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	PYTHON=$(PYTHON) ./scripts/ensure-build-deps.sh  # python-ldap compiles against libldap2-dev, libsasl2-dev (issue 16)
+	PYTHON=$(PYTHON) ./scripts/ensure-build-deps.sh  # python-ldap compiles against libldap2-dev, libsasl2-dev
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	@rm -f $(VENV)/.installed-*
@@ -35,7 +35,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory prod-smoke
 
-# The production stack end to end (issue 15): gunicorn, Celery worker and beat, node agents over HTTP, on a
+# The production stack end to end: gunicorn, Celery worker and beat, node agents over HTTP, on a
 # fresh database; a worker SIGKILLed mid-pass. Prints each check and a JSON summary with the timings.
 SMOKE_DB ?= gpuportal_smoke
 prod-smoke: $(STAMP)

@@ -47,7 +47,7 @@ def node_detail(request, name):
     return _node_page(request, node)
 
 
-@never_cache  # the answer may carry a new agent token: no-store (issue 12, part 5)
+@never_cache  # the answer may carry a new agent token: no-store
 @login_required
 @require_POST
 def node_action(request, name):

@@ -66,10 +66,10 @@ def beat_schedule() -> dict:
             "task": "scheduling.tasks.sync_job_status",
             "schedule": _interval("SYNC_INTERVAL_SECONDS", 5),
         },
-        # Audit (issue 12): the chain head, appended to a file the database cannot reach (audit.heads).
+        # Audit: the chain head, appended to a file the database cannot reach (audit.heads).
         "export-audit-head": {"task": "audit.tasks.export_head",
                               "schedule": float(settings.AUDIT["HEAD_EXPORT_INTERVAL_SECONDS"])},
-        # Directory sign-in (issue 16): memberships and disabled people brought in line with LDAP (a no-op
+        # Directory sign-in: memberships and disabled people brought in line with LDAP (a no-op
         # without GPUPORTAL_LDAP_URI).
         "sync-directory": {"task": "directory.tasks.sync_directory",
                            "schedule": float(settings.DIRECTORY["SYNC_INTERVAL_SECONDS"])},

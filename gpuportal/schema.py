@@ -1,4 +1,4 @@
-"""The OpenAPI schema as a contract (issue 13): every error an operation answers, described.
+"""The OpenAPI schema as a contract: every error an operation answers, described.
 
 ``ContractSchema`` is drf-spectacular's ``AutoSchema`` plus, for each operation, the error statuses of
 ``gpuportal.api`` (field maps for 400, 409 and 422, ``{"detail"}`` otherwise) and the enums of read-only

@@ -49,7 +49,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "gpuportal",
     "tenants",
-    "accounts",  # sign-in lockout and API tokens (issue 12, part 5)
+    "accounts",  # sign-in lockout and API tokens
     "axes",
     "audit",
     "fleet",
@@ -61,19 +61,19 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "gpuportal.health.HealthCheckMiddleware",  # /healthz, /readyz: before host checks and redirects (issue 15)
-    "gpuportal.logs.RequestLogMiddleware",  # a request id and one log line per request (issue 15)
+    "gpuportal.health.HealthCheckMiddleware",  # /healthz, /readyz: before host checks and redirects
+    "gpuportal.logs.RequestLogMiddleware",  # a request id and one log line per request
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "gpuportal.validation.InputPolicyMiddleware",  # NUL in a path, query or form: 400 naming the field (issue 13)
+    "gpuportal.validation.InputPolicyMiddleware",  # NUL in a path, query or form: 400 naming the field
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "tenants.middleware.TenantLogContextMiddleware",  # the user's tenants in the log lines (issue 15)
-    "accounts.languages.LanguageMiddleware",  # the person's own language choice, from the session (issue 16)
-    "accounts.timezones.TimeZoneMiddleware",  # each person's time zone, from the session (issue 14, part 6)
+    "tenants.middleware.TenantLogContextMiddleware",  # the user's tenants in the log lines
+    "accounts.languages.LanguageMiddleware",  # the person's own language choice, from the session
+    "accounts.timezones.TimeZoneMiddleware",  # each person's time zone, from the session
     "axes.middleware.AxesMiddleware",  # turns a locked-out sign-in into accounts.lockout's 429 (part 5)
     "audit.log.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -103,7 +103,7 @@ WSGI_APPLICATION = "gpuportal.wsgi.application"
 # Database: DATABASE_URL (postgres://…) or the embedded SQLite file.
 _SQLITE_PATH = BASE_DIR / "var" / "gpuportal.sqlite3"
 # Connections are kept between requests (GPUPORTAL_DB_CONN_MAX_AGE seconds, checked before reuse): opening
-# a PostgreSQL connection per request cost more CPU than the job list itself (bench_portal, issue 12).
+# a PostgreSQL connection per request cost more CPU than the job list itself (bench_portal).
 DATABASES = {"default": dj_database_url.parse(_env("DATABASE_URL", f"sqlite:///{_SQLITE_PATH}"),
                                               conn_max_age=int(_env("GPUPORTAL_DB_CONN_MAX_AGE", "60")),
                                               conn_health_checks=True)}
@@ -117,7 +117,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# --- Sign-in and API tokens (issue 12, part 5; OWASP ASVS level 2) ----------------------------------------
+# --- Sign-in and API tokens (OWASP ASVS level 2) ----------------------------------------
 # Password rules in every environment: the demo's and the tests' fixed users get "demo" through
 # set_password, which does not validate.
 AUTH_PASSWORD_VALIDATORS = [
@@ -146,7 +146,7 @@ API_TOKENS = {
     "LAST_USED_RESOLUTION_SECONDS": 60,
 }
 # The dashboard and the API job list are kept this many seconds per session and dropped at once when the data
-# under them changes (gpuportal.pagecache, issue 12 part 8) — only with a shared cache, which the web processes
+# under them changes (gpuportal.pagecache) — only with a shared cache, which the web processes
 # and the workers all see; with the embedded per-process cache nothing is kept.
 PAGE_CACHE = {"SECONDS": 0}
 # DRF throttles count in the default cache: per process unless GPUPORTAL_CACHE_URL (redis://…) is set.
@@ -165,11 +165,10 @@ if os.environ.get("GPUPORTAL_CACHE_URL"):
 # The largest form body a page takes (an acceptance screenshot of 5 MB and its note), refused with a 400 before
 # it is read (gpuportal.validation); the ingress's own body limit sits above it.
 MAX_FORM_BODY_BYTES = int(os.environ.get("GPUPORTAL_MAX_FORM_MB", "6")) * 2**20
-# --- end of issue 12, part 5 ---------------------------------------------------------------------------------
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
-# A refused CSRF check: the 403 page in the site's layout, saying to reload and send again (issue 14, part 9).
+# A refused CSRF check: the 403 page in the site's layout, saying to reload and send again.
 CSRF_FAILURE_VIEW = "gpuportal.views.csrf_failure"
 
 LANGUAGE_CODE = "en"
@@ -198,7 +197,7 @@ STORAGES = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "accounts.authentication.ApiTokenAuthentication",  # hashed, expiring, revocable (issue 12, part 5)
+        "accounts.authentication.ApiTokenAuthentication",  # hashed, expiring, revocable
         "rest_framework.authentication.SessionAuthentication",
     ],
     # Part 5: per client address for anonymous calls, per user otherwise (rates like "60/min", "5000/hour").
@@ -209,7 +208,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "gpuportal.api.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["gpuportal.validation.ContractFilterBackend"],
-    # Issue 13: the API as a contract. Bodies are one JSON object (anything else is a 400 or a 415); the schema
+    # The API as a contract. Bodies are one JSON object (anything else is a 400 or a 415); the schema
     # lists every error an operation answers; errors are field maps (400, 409, 422) or {"detail"}.
     "DEFAULT_PARSER_CLASSES": ["gpuportal.validation.JSONObjectParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
@@ -305,7 +304,7 @@ AGENTS = {
     "GOOD_POLLS_HEALTHY": int(os.environ.get("GPUPORTAL_GOOD_POLLS_HEALTHY", 3)),
     # Kept longer than a month so that a closed month can still be rolled up again from its readings.
     "READINGS_RETENTION_DAYS": int(os.environ.get("GPUPORTAL_READINGS_RETENTION_DAYS", 45)),
-    # --- agents cannot stall anyone (issue 12, part 3) ---
+    # --- agents cannot stall anyone ---
     # POLL_TIMEOUT_SECONDS is a total deadline per agent (connect, TLS, request, headers and body together).
     # A snapshot larger than this is refused as a failed poll (a healthy 8-GPU node sends ~20 KB).
     "MAX_SNAPSHOT_BYTES": int(os.environ.get("GPUPORTAL_AGENT_MAX_SNAPSHOT_BYTES", 1024 * 1024)),
@@ -316,7 +315,6 @@ AGENTS = {
         "GPUPORTAL_AGENT_NETWORKS", "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7").split(",") if n.strip()],
     # CA bundle that signs the agents' TLS certificates (https agent URLs); empty: the system's CAs.
     "CA_FILE": os.environ.get("GPUPORTAL_AGENT_CA_FILE", ""),
-    # --- end of issue 12, part 3 ---
 }
 # Polling runs on its own queue ("agents") so that slow agents never delay the pass, dispatch or sync:
 # production runs `celery -A gpuportal worker -Q agents` beside the default worker (eager mode ignores it).
@@ -407,7 +405,7 @@ METRICS = {
 # SHA-256 is stored, so a copy of the database does not reveal them.
 AGENT_TOKEN_SECRET = os.environ.get("GPUPORTAL_AGENT_TOKEN_SECRET", SECRET_KEY)
 
-# --- Audit log and trusted proxies (issue 12, part 4) ------------------------------------------------------
+# --- Audit log and trusted proxies ------------------------------------------------------
 # The chain is keyed (HMAC-SHA256) with a key kept outside the database, so whoever owns the tables cannot
 # re-hash records they changed; its head is appended regularly to a file (and syslog) they cannot rewrite.
 _audit_key_file = os.environ.get("GPUPORTAL_AUDIT_KEY_FILE", "")
@@ -458,7 +456,7 @@ except ValueError as error:
 # so demo jobs with runtimes of tens of minutes finish while someone watches.
 SIMULATION_TIME_SCALE = float(os.environ.get("GPUPORTAL_SIMULATION_TIME_SCALE", "0.02"))
 
-# Logs (issue 15): JSON lines on stdout in production (or with GPUPORTAL_LOG_FORMAT=json), each with the
+# Logs: JSON lines on stdout in production (or with GPUPORTAL_LOG_FORMAT=json), each with the
 # request id, user and tenant (gpuportal.logs); plain text in the embedded demo, where runserver already
 # prints one line per request.
 LOG_FORMAT = os.environ.get("GPUPORTAL_LOG_FORMAT", "json" if PRODUCTION else "text")
@@ -482,7 +480,7 @@ CELERY_BEAT_SCHEDULER = "gpuportal.liveness:LivenessScheduler"
 if PRODUCTION:
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = os.environ.get("HTTPS", "1") == "1"
 
-# --- Deployment checks and security headers (issue 12, part 6) ---------------------------------------------
+# --- Deployment checks and security headers ---------------------------------------------
 # Production refuses to start rather than run with settings an attacker can use: DEBUG pages leak settings
 # and code, a weak key forges sessions and agent tokens, cookies sent over plain HTTP can be stolen.
 _EMBEDDED_SECRET_KEY = "embedded-demo-key-not-for-production"
@@ -536,7 +534,7 @@ MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddlewar
                   "gpuportal.csp.ContentSecurityPolicyMiddleware")
 # --- end of deployment checks and security headers ----------------------------------------------------------
 
-# --- Directory sign-in (issue 16) ---------------------------------------------------------------------------
+# --- Directory sign-in ---------------------------------------------------------------------------
 # People sign in with the site's directory: LDAP (django-auth-ldap) when GPUPORTAL_LDAP_URI is set, OpenID
 # Connect (mozilla-django-oidc, code flow with PKCE, endpoints from the issuer's discovery document) when
 # GPUPORTAL_OIDC_ISSUER is set. Their groups become tenant memberships and platform roles through the mapping
@@ -594,7 +592,7 @@ if DIRECTORY["LDAP"] and not DIRECTORY["LDAP"]["USER_BASE"]:
 if DIRECTORY["OIDC"] and not DIRECTORY["OIDC"]["CLIENT_ID"]:
     raise ImproperlyConfigured("GPUPORTAL_OIDC_CLIENT_ID must be set with GPUPORTAL_OIDC_ISSUER")
 AUTHENTICATION_BACKENDS = [
-    "accounts.lockout.LockoutBackend",  # the lockout check stays first (issue 12, part 5)
+    "accounts.lockout.LockoutBackend",  # the lockout check stays first
     *(["directory.ldap_auth.LDAPDirectoryBackend"] if DIRECTORY["LDAP"] else []),
     *(["directory.oidc_auth.OIDCDirectoryBackend"] if DIRECTORY["OIDC"] else []),
     "django.contrib.auth.backends.ModelBackend" if DIRECTORY["LOCAL_LOGIN"] else "directory.local.BreakGlassBackend",

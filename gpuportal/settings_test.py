@@ -10,7 +10,7 @@ from .settings import REST_FRAMEWORK, SCHEDULER
 
 DATABASES = {"default": dj_database_url.parse(
     os.environ.get("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuportal"), conn_max_age=0)}
-# Audit (issue 12): the audit tables refuse TRUNCATE (a trigger); tests flush every table between tests, which a
+# Audit: the audit tables refuse TRUNCATE (a trigger); tests flush every table between tests, which a
 # superuser session may do only after saying so with this setting (see audit/migrations/0004_refuse_truncate.py).
 DATABASES["default"]["OPTIONS"] = {"options": "-c gpuportal.audit_allow_truncate=on"}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -20,5 +20,5 @@ CELERY_RESULT_BACKEND = None
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 SCHEDULER = {**SCHEDULER, "MAX_RUNTIME_MINUTES": 7 * 24 * 60}
 SIMULATION_TIME_SCALE = 0.02
-# Sign-in and API tokens (issue 12, part 5): API throttles out of the tests' way (tests/accounts sets its own).
+# Sign-in and API tokens: API throttles out of the tests' way (tests/accounts sets its own).
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"anon": "100000/min", "user": "100000/min"}}

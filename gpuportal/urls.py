@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from metering.metrics import metrics
 
-# Error pages inside the site's layout (issue 14, part 9): Django's own 403 and 404 handlers render
+# Error pages inside the site's layout: Django's own 403 and 404 handlers render
 # templates/403.html and 404.html; the 500 page renders without the database (gpuportal/views.py).
 handler500 = "gpuportal.views.server_error"
 
@@ -16,13 +16,13 @@ urlpatterns = [
     # permanent redirect, so that a later hashed static URL is followed). Resolved at the first request: in
     # production the hashed name comes from collectstatic's manifest, which `check --deploy` runs without.
     path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("favicon.svg"), permanent=False), name="favicon"),
-    # Directory sign-in (issue 16): its login and logout pages come before Django's at the same addresses;
+    # Directory sign-in: its login and logout pages come before Django's at the same addresses;
     # OpenID Connect (oidc/) and the group mapping page (directory/groups/).
     path("", include("directory.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),
-    # Sign-in and API tokens (issue 12, part 5): the token endpoint, the token API and the token page.
+    # Sign-in and API tokens: the token endpoint, the token API and the token page.
     path("api/", include("accounts.api_urls")),  # POST auth/token/, tokens/
     path("account/", include("accounts.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

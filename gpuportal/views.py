@@ -1,4 +1,4 @@
-"""Error pages the project needs beyond Django's own handlers (issue 14, part 9).
+"""Error pages the project needs beyond Django's own handlers.
 
 403 and 404 use Django's handlers, which render ``templates/403.html`` (with ``PermissionDenied``'s message
 as ``exception``) and ``templates/404.html`` inside the site's layout. Two cases need a view of their own:

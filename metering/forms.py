@@ -16,7 +16,7 @@ from metering.improvements.queries import edited_value, shown_value, stored_valu
 from metering.models import AcceptanceArea, ImprovementDirection, ImprovementMetric, ImprovementStatus
 from tenants.models import Tenant
 
-# --- improvement actions (issue 19) --------------------------------------------------------------------
+# --- improvement actions --------------------------------------------------------------------
 
 TARGET_HELP = _("Optional. In the metric's unit as the report shows it: hours for waits, percent for shares "
                 "and rates, days, GPU-hours.")
@@ -143,7 +143,7 @@ class ActionDeleteForm(_ActionForm):
         return self._apply(lambda data: improvements.delete_action(actor, self.action, data["reason"]) or True)
 
 
-# --- acceptance notes (issue 19) ---------------------------------------------------------------------------
+# --- acceptance notes ---------------------------------------------------------------------------
 
 #: The screenshot formats kept, known by their first bytes (a file's name and the browser's type prove nothing).
 IMAGE_SIGNATURES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"))

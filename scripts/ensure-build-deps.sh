@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian packages that `pip install -r requirements.txt` needs to build, installed with apt when absent
-# (issue 16): python-ldap is published as source only and compiles against OpenLDAP's and Cyrus SASL's
+#: python-ldap is published as source only and compiles against OpenLDAP's and Cyrus SASL's
 # headers. With --test-servers also slapd and ldap-utils, the OpenLDAP server the directory tests start
 # (tests/directory/). Run by the Makefile's venv rule and by scripts/ensure-services.sh; does nothing when
 # everything is there, so a machine without apt (or without root) only fails when something is missing.

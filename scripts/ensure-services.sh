@@ -23,7 +23,7 @@ if ! command -v promtool >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
-# OpenLDAP's slapd and ldap-utils for the directory sign-in tests (issue 16; tests/directory/ start their own
+# OpenLDAP's slapd and ldap-utils for the directory sign-in tests (tests/directory/ start their own
 # slapd), gettext, poppler-utils and a Chinese font for the review pack's tests (see ensure-build-deps.sh).
 "$(dirname "$0")/ensure-build-deps.sh" --test-servers || { echo "the test packages could not be installed" >&2; exit 1; }
 pg_isready -h 127.0.0.1 -p 5432 -q || { echo "PostgreSQL is not reachable on 127.0.0.1:5432" >&2; exit 1; }

@@ -1,5 +1,5 @@
 """Granting and revoking tenant memberships and platform roles: the service other apps call instead of writing
-``Membership`` and ``PlatformRole`` rows themselves (the directory sync, issue 16).
+``Membership`` and ``PlatformRole`` rows themselves (the directory sync).
 
 Each function is idempotent and says whether it changed anything, so a caller that brings a person in line
 with an outside source (a directory group) can tell what it did from what was already so.

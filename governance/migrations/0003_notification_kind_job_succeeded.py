@@ -1,4 +1,4 @@
-# A notification for a job that succeeded (issue 14, part 11): a new choice, opt-in (governance.models.OPT_IN_KINDS).
+# A notification for a job that succeeded: a new choice, opt-in (governance.models.OPT_IN_KINDS).
 
 from django.db import migrations, models
 

@@ -1,4 +1,4 @@
-"""The acceptance checklist (issue 19): four rows a pilot or a go-live review signs off, filled from live data.
+"""The acceptance checklist: four rows a pilot or a go-live review signs off, filled from live data.
 
 Each row names a capability, lists the evidence the portal holds for it (links to the jobs, nodes, reports and
 audit records), and computes a status from that data. A pilot adds notes, the configuration used and

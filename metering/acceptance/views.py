@@ -1,4 +1,4 @@
-"""The acceptance checklist page (issue 19): the four rows, a pilot's notes, the notes' screenshots.
+"""The acceptance checklist page: the four rows, a pilot's notes, the notes' screenshots.
 
 Thin: the rows and the permission rules are ``metering.acceptance.checklist``'s; the note's checks are the form's."""
 

@@ -1,5 +1,5 @@
 """Reading improvement actions: the one rule for a metric's value in a monthly report, and the follow-up rows
-a month's review pack shows (issue 19).
+a month's review pack shows.
 
 ``metric_value`` is the only place that knows where each ``ImprovementMetric`` lives in a report dict, so the
 baseline stored when an action is created and the value a later pack compares it with are read the same

@@ -1,4 +1,4 @@
-"""Writing improvement actions (issue 19): a report's recommendation turned into work someone owns.
+"""Writing improvement actions: a report's recommendation turned into work someone owns.
 
 Only platform admins write; every write is one audit record with the fields before and after and the
 reason, in the same transaction as the write. The baseline is read from the report of the action's month

@@ -1,4 +1,4 @@
-"""Improvement action pages (issue 19). Thin: who may write is decided by ``improvements``, the rows come from
+"""Improvement action pages. Thin: who may write is decided by ``improvements``, the rows come from
 ``improvement_queries``, and the forms attach the services' errors to their fields."""
 
 from django.contrib import messages

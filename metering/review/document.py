@@ -1,4 +1,4 @@
-"""The monthly review pack (issue 19): one JSON-ready document per month, platform-wide or per tenant, in four
+"""The monthly review pack: one JSON-ready document per month, platform-wide or per tenant, in four
 groups (resources, tasks, governance, improvements) that a platform team hands to leadership.
 
 ``build_review`` computes everything from data, in the reader's language: the month's figures come from

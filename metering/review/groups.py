@@ -1,4 +1,4 @@
-"""The usage groups of the review pack (resources, tasks), each answering one question of issue 19 from data;
+"""The usage groups of the review pack (resources, tasks), each answering one question of a monthly review from data;
 the oversight groups (governance, improvements) and the appendix are in ``review_oversight``.
 
 Each function takes the ``ReviewContext`` (the month's report and the previous month's, already read) and adds

@@ -1,4 +1,4 @@
-"""Review pack downloads (issue 19): ``/reports/YYYY-MM/pack.pdf`` and ``.../<tenant>/pack.xlsx``.
+"""Review pack downloads: ``/reports/YYYY-MM/pack.pdf`` and ``.../<tenant>/pack.xlsx``.
 
 Thin: who may read a pack is exactly who may read the month's report page (``services.report_scope``); the
 document is ``review.build_review`` in the request's language and ``review_formats`` turns it into a file.

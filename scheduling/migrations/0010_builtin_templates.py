@@ -1,4 +1,4 @@
-"""The platform's built-in job templates, version 1 each (issue 17).
+"""The platform's built-in job templates, version 1 each.
 
 The content is frozen here (a migration must not change with the code); later changes are new versions added
 by a platform admin on the templates page, which the audit log records. How parameters become a submission:

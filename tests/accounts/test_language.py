@@ -1,4 +1,4 @@
-"""The language (issue 16, part 4): the browser's Accept-Language until a choice is made; the header's choice
+"""The language: the browser's Accept-Language until a choice is made; the header's choice
 kept with the person, so it follows them to another browser at sign-in; bad input refused, never a redirect
 elsewhere."""
 

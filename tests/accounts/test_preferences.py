@@ -1,4 +1,4 @@
-"""Each person's time zone (issue 14, part 6): chosen on the preferences page, kept across sign-ins, used by
+"""Each person's time zone: chosen on the preferences page, kept across sign-ins, used by
 every page; a bad name is refused naming the field."""
 
 import zoneinfo

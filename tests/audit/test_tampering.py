@@ -1,4 +1,4 @@
-"""The attack of issue 12 played with the owner's rights: triggers off, a record edited, every hash and the
+"""The tampering attack played with the owner's rights: triggers off, a record edited, every hash and the
 head recomputed without the key, or the log truncated and started afresh; ``verify_audit`` catches each."""
 
 import hashlib

@@ -1,5 +1,5 @@
 """The ``gpuportal`` client end to end against the live test server: every command a researcher uses, the
-JSON for scripts, and the exit codes and messages of what goes wrong (issue 13, part 4)."""
+JSON for scripts, and the exit codes and messages of what goes wrong."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_submit_by_flags_and_by_job_file_then_list_show_and_why(cli, tmp_path):
     why = cli("why", job_id).out
     assert f"Job {job_id} (from-file, 1 x 8 A100, tenant vision) is queued." in why
     assert "Tenant vision uses 16 of its 16 A100 GPUs" in why and "Estimated start: about" in why
-    assert "Likely start: between " in why  # the calibrated range (issue 14, part 5)
+    assert "Likely start: between " in why  # the calibrated range
     shown = cli("show", job_id).out
     assert "Timeline:" in shown and "Submitted by alice" in shown and "registry.local/pytorch:2.4" in shown
     detail = cli("--json", "show", job_id).json  # --json before the command works too

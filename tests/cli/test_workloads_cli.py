@@ -1,4 +1,4 @@
-"""The client's commands for templates, clones, arrays and services (issue 17) against the live test server."""
+"""The client's commands for templates, clones, arrays and services against the live test server."""
 
 from __future__ import annotations
 

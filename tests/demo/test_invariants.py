@@ -1,4 +1,4 @@
-"""Invariants of the embedded demo, checked on a live run (issue 14, part 1).
+"""Invariants of the embedded demo, checked on a live run.
 
 The demo is seeded (its structure, a few days of history, its live jobs and governance), a handful of jobs is
 added for what the seed's live jobs lack (each failure category, a retried infrastructure failure, a

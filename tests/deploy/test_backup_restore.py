@@ -1,4 +1,4 @@
-"""Backup and restore as docs/operations.md tells operators (issue 15, part 7): scripts/backup-db.sh, a new
+"""Backup and restore as docs/operations.md tells operators: scripts/backup-db.sh, a new
 empty database, scripts/restore-db.sh — which refuses a database with tables and ends with verify_audit, so a
 restore that lost or changed an audit record is caught. Real pg_dump and pg_restore on this machine's server."""
 

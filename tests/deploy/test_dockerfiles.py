@@ -1,4 +1,4 @@
-"""The container images (deploy/docker/, issue 15 part 3), checked without a container engine.
+"""The container images (deploy/docker/), checked without a container engine.
 
 No engine runs on these machines, so the Dockerfiles are parsed and held to the issue's rules: every base image
 pinned by version (never ``latest``); a builder stage makes the wheelhouse and the final stage installs from it

@@ -1,4 +1,4 @@
-"""The Kubernetes manifests (deploy/kustomize/, issue 15 part 4) and the systemd units (deploy/systemd/, part 5).
+"""The Kubernetes manifests (deploy/kustomize/) and the systemd units (deploy/systemd/).
 
 Each overlay is rendered by the real ``kubectl kustomize`` (no cluster needed), as a site would render it: from a
 copy of deploy/kustomize with its secret files made from the committed examples. The objects the issue lists must
@@ -512,7 +512,7 @@ def test_the_secret_files_stay_out_of_git():
             assert ignored.returncode == 0, f"git would take {overlay}/{name}"
 
 
-# --- systemd (part 5) -------------------------------------------------------------------------------------------
+# --- systemd --------------------------------------------------------------------------------------------------
 
 UNITS = {"gpuportal-web.service": "web", "gpuportal-worker.service": "worker",
          "gpuportal-worker-agents.service": "worker", "gpuportal-beat.service": "beat",

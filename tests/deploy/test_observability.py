@@ -39,7 +39,7 @@ RULES = ROOT / "deploy" / "prometheus" / "gpuportal-alerts.yml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "gpuportal-alerts.test.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "gpuportal.json"
 AGENT_TOKEN = "agent-t0ken"
-#: The alerts issue 15 asks for, by what they watch.
+#: The alerts operators rely on, by what they watch.
 REQUIRED_ALERTS = {"GpuPortalNodeAgentDown", "GpuPortalGpuXidError", "GpuPortalGpuDoubleBitEccErrors",
                    "GpuPortalJobsStuckAdmitted", "GpuPortalJobsStuckDispatching", "GpuPortalJobWaitHigh",
                    "GpuPortalSchedulingPassesStopped", "GpuPortalDispatchErrors"}

@@ -1,4 +1,4 @@
-"""The Kubernetes executor's RBAC (deploy/kustomize/base/executor-rbac.yaml, issue 15 part 4) grants exactly what
+"""The Kubernetes executor's RBAC (deploy/kustomize/base/executor-rbac.yaml) grants exactly what
 the executor uses: no verb missing, none to spare.
 
 What it uses is measured, not listed by hand: the executor's real operations (dispatch of a single-node and a

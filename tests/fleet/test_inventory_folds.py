@@ -1,5 +1,5 @@
 """The inventory folds each node's GPUs, unfolded where the node or one of its GPUs has a problem
-(issue 14, part 9)."""
+."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""'What can I run now' is personal (issue 14, part 4): free capacity intersected with the tenant's quota and
+"""'What can I run now' is personal: free capacity intersected with the tenant's quota and
 other tenants' reservations, with the limit that binds."""
 
 from datetime import timedelta

@@ -1,4 +1,4 @@
-"""Notifications in the recipient's language (issue 16, part 4): the approver works in English, the requester
+"""Notifications in the recipient's language: the approver works in English, the requester
 reads Chinese; the other way round too."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""A notification for a job that succeeded (issue 14, part 11): opt-in, unlike the other kinds."""
+"""A notification for a job that succeeded: opt-in, unlike the other kinds."""
 
 import pytest
 

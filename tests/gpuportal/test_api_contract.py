@@ -1,4 +1,4 @@
-"""The published OpenAPI schema as a contract (issue 13, part 1), checked by Schemathesis.
+"""The published OpenAPI schema as a contract, checked by Schemathesis.
 
 Schemathesis's own engine (what ``st run`` drives) runs in-process against the portal's WSGI application, on
 every operation of ``/api/schema/``, with every check: no server error; responses, status codes, content types

@@ -1,4 +1,4 @@
-"""Bad input anywhere is a 400 naming the field, never a 500, and stores nothing (issue 13, part 3).
+"""Bad input anywhere is a 400 naming the field, never a 500, and stores nothing.
 
 The inputs that answered 500 (or were taken silently) before: NUL bytes and lone surrogates, over-long text,
 numbers out of range or of the wrong JSON type, impossible dates and months, bodies that are not one JSON

@@ -1,5 +1,5 @@
 """403, 404 and 500 inside the site's layout, saying why and what to do, never a traceback; the favicon
-(issue 14, part 9). DEBUG off, as in production: with DEBUG on Django shows its own technical pages."""
+. DEBUG off, as in production: with DEBUG on Django shows its own technical pages."""
 
 import pytest
 from django.contrib.staticfiles import finders

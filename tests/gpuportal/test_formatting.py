@@ -1,4 +1,4 @@
-"""Readable values (issue 14, part 6): durations, relative moments and grouped figures."""
+"""Readable values: durations, relative moments and grouped figures."""
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal

@@ -1,4 +1,4 @@
-"""Probes and logs of the production stack (issue 15, part 1): /healthz answers without touching anything,
+"""Probes and logs of the production stack: /healthz answers without touching anything,
 /readyz names the dependency that is down, each request gets an id and one JSON log line with its user and
 tenant, and ``manage.py liveness`` tells a live worker or beat from a stale one."""
 

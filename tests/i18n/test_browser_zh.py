@@ -1,4 +1,4 @@
-"""In Debian's Chromium, in Chinese (issue 16, part 5): alice picks 简体中文 in the header, a bad submission is
+"""In Debian's Chromium, in Chinese: alice picks 简体中文 in the header, a bad submission is
 refused with the reason in Chinese and what she typed kept, her waiting job says why in Chinese, carol approves
 her request in Chinese, dave opens a report in Chinese."""
 

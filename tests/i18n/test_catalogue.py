@@ -1,4 +1,4 @@
-"""The Simplified Chinese catalogue stays complete and consistent (issue 16, part 5).
+"""The Simplified Chinese catalogue stays complete and consistent.
 
 ``makemessages`` runs here on a copy of the catalogue, so a string added to the code or a template without a
 translation fails the suite instead of showing English on a Chinese page; the committed ``django.mo`` must
@@ -239,7 +239,7 @@ def test_glossary_terms_are_translated_the_same_way_everywhere(catalogue):
     assert len(rows) >= 40 and ["job", "jobs"] in [forms for forms, _ in rows]
     required = {"quota": "配额", "queue position": "排队位置", "wait reason": "等待原因", "preempt": "抢占",
                 "reservation": "预约", "approval": "审批", "audit": "审计", "metering": "计量"}
-    assert {forms[0]: chinese for forms, chinese in rows if forms[0] in required} == required  # issue 16, part 4
+    assert {forms[0]: chinese for forms, chinese in rows if forms[0] in required} == required
     forms = sorted(((form, _form_pattern(form), row) for row, (row_forms, _) in enumerate(rows)
                     for form in row_forms), key=lambda f: -len(f[0]))
     inconsistent, excepted = [], set()

@@ -1,5 +1,4 @@
-"""Every page of the portal, read in Simplified Chinese by each role, shows no English it should not (issue 16,
-part 5).
+"""Every page of the portal, read in Simplified Chinese by each role, shows no English it should not.
 
 One world with data (jobs waiting, held, running, failed with a diagnosis and awaiting approval, requests
 pending and decided, a reservation, a cordoned node, a closed month's report, tokens, notifications) is read
@@ -458,7 +457,7 @@ def test_every_page_reads_in_chinese_for_every_role(settings, django_capture_on_
                      ("admin", "/inventory/nodes/dc1-r1-h100-01/"), ("dave", "/acceptance/"),
                      ("dave", "/reports/actions/"), ("admin", f"/reports/actions/{world['action'].pk}/")]:
         assert status_of[(who, url)] == 200, (who, url)
-    # the issue 19 pages show the world's action and pilot note, in Chinese
+    # the review and improvement pages show the world's action and pilot note, in Chinese
     assert "缩短 A100 排队时间" in pages_read[("dave", "/reports/actions/")]
     assert "改进措施" in pages_read[("dave", "/reports/actions/")]
     assert "8 卡 NCCL 测试通过。" in pages_read[("dave", "/acceptance/")]

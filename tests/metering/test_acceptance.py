@@ -1,4 +1,4 @@
-"""The acceptance checklist (issue 19): rows and statuses computed from live data, pilot notes with screenshots,
+"""The acceptance checklist: rows and statuses computed from live data, pilot notes with screenshots,
 who may read and write, and a query count that does not grow with the jobs."""
 
 import struct

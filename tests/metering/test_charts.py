@@ -1,4 +1,4 @@
-"""The charts' figures (issue 14, part 10): only trace types of the plotly.js bundle the pages load, labels that
+"""The charts' figures: only trace types of the plotly.js bundle the pages load, labels that
 fit, and a peak-demand chart where no line hides another."""
 
 from datetime import date, timedelta

@@ -1,4 +1,4 @@
-"""Improvement actions (issue 19): the metric rule, audited writes by platform admins only, the follow-up of
+"""Improvement actions: the metric rule, audited writes by platform admins only, the follow-up of
 the next month's pack, and the pages."""
 
 import re

@@ -1,4 +1,4 @@
-"""The report pages in Chromium as production serves them (issue 14, part 10): the platform report and the
+"""The report pages in Chromium as production serves them: the platform report and the
 operations dashboard load in under 500 ms, plotly.js comes compressed under a hashed name cached for years,
 charts are drawn as they come into view (or before printing), and no chart cuts off a label.
 

@@ -1,4 +1,4 @@
-"""The monthly review pack (issue 19): the document's four groups and their conclusions computed from data,
+"""The monthly review pack: the document's four groups and their conclusions computed from data,
 the comparison with the previous month, coverage, tenant isolation, the command's PDF and spreadsheet read
 back (pdftotext, openpyxl), the download views and their permissions, and a bounded number of queries."""
 

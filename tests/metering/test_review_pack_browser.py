@@ -1,4 +1,4 @@
-"""The review pack in Chromium (issue 19): a platform admin signs in, opens the last closed month's report and
+"""The review pack in Chromium: a platform admin signs in, opens the last closed month's report and
 downloads the pack as PDF and as a spreadsheet from the links at the top; both files are read back."""
 
 import subprocess

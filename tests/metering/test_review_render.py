@@ -1,4 +1,4 @@
-"""The review pack's renderers (issue 19): a review document (the contract's dict) -> PDF and spreadsheet.
+"""The review pack's renderers: a review document (the contract's dict) -> PDF and spreadsheet.
 
 The documents are built here by hand, not by metering/review/document.py, so that these tests pin the renderers alone.
 The PDFs are read back with poppler (pdftotext, pdfinfo, pdfimages, pdftoppm), the spreadsheets with openpyxl.

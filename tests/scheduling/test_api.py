@@ -65,7 +65,7 @@ def test_waiting_job_shows_position_and_reason(api):
     ({"task_type": "party"}, "task_type", "Unknown task type", 400),
     ({"max_runtime_minutes": 0}, "max_runtime_minutes", "at least 1", 400),
     ({"max_runtime_minutes": 10**6}, "max_runtime_minutes", "at most 10080", 400),
-    # Well-formed, refused by what the fleet and the caller's tenants are (issue 13: 422, gpuportal/api.py).
+    # Well-formed, refused by what the fleet and the caller's tenants are (422, gpuportal/api.py).
     ({"gpus_per_node": 16}, "gpus_per_node", "more than any A100 node has (at most 8)", 422),
     ({"nodes": 9}, "nodes", "more than the 4 A100 nodes", 422),
     ({"project": "llm-pretrain"}, "project", "Unknown project", 422),

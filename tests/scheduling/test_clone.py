@@ -1,4 +1,4 @@
-"""Clone and resubmit (issue 17): a job's request as submit fields, the clone by the API and by the page, and
+"""Clone and resubmit: a job's request as submit fields, the clone by the API and by the page, and
 what is refused (a job one cannot see, a role that may not submit, a request that no longer passes)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fragmentation figure (issue 20): FGD's measure over the live allocations, per cluster and model, in
+"""The fragmentation figure: FGD's measure over the live allocations, per cluster and model, in
 /metrics and on the operations dashboard — checked by hand on a small world."""
 
 from __future__ import annotations

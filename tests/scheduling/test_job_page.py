@@ -1,4 +1,4 @@
-"""The job page tells the whole story (issue 14, parts 6-7): labels not codes, run time and deadline, hold and
+"""The job page tells the whole story: labels not codes, run time and deadline, hold and
 release, and a confirmation before cancelling."""
 
 import time

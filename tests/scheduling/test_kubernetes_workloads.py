@@ -1,4 +1,4 @@
-"""Notebooks, inference-service replicas and array tasks on Kubernetes (issue 17), through the real client over
+"""Notebooks, inference-service replicas and array tasks on Kubernetes, through the real client over
 real HTTP against the fake API server: the shapes validate strictly, dispatch makes the objects, the sync moves
 the jobs, ``probe`` tells what a running notebook or replica shows, ``stop`` and ``release_group`` delete what
 they should and nothing more. The orchestration (when to add, stop or replace a replica) is not tested here: the

@@ -1,5 +1,5 @@
 """At a phone's width (390 x 844) in Debian's Chromium: the page never scrolls sideways (wide tables scroll in
-their own box) and the folded navigation opens and leads somewhere (issue 14, part 9)."""
+their own box) and the folded navigation opens and leads somewhere."""
 
 import pytest
 

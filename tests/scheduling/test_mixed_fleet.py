@@ -1,4 +1,4 @@
-"""A mixed fleet (issue 18): NVIDIA, AMD and Ascend nodes in one pool with one set of quotas. Each vendor's jobs
+"""A mixed fleet: NVIDIA, AMD and Ascend nodes in one pool with one set of quotas. Each vendor's jobs
 land only on their own nodes; a job that accepts several models lands only on one of them, held to the quota
 of the model it lands on — in the engine (random snapshots) and through the portal."""
 

@@ -1,4 +1,4 @@
-"""The default placement under a target workload (issue 20): a single-node job goes where the node's
+"""The default placement under a target workload: a single-node job goes where the node's
 fragmentation under the queue's shapes grows least, ties to the fullest node — hand-checked examples."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What could never run is refused at submission (issue 14, part 3): a model the tenant has no quota for, or
+"""What could never run is refused at submission: a model the tenant has no quota for, or
 more GPUs than its effective limit — a 422 (API; 400 on the page) naming the field, with the numbers and where
 to ask for quota."""
 

@@ -1,4 +1,4 @@
-"""Job templates (issue 17): the built-in ones, tenant templates and who manages them, immutable versions and
+"""Job templates: the built-in ones, tenant templates and who manages them, immutable versions and
 their audit records, the API, and a submission from a template by the API and by the page."""
 
 from __future__ import annotations

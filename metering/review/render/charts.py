@@ -1,4 +1,4 @@
-"""The review pack's charts as PNG images (issue 19): one chart dict of the review document -> the bytes of a PNG.
+"""The review pack's charts as PNG images: one chart dict of the review document -> the bytes of a PNG.
 
 matplotlib is driven through its object API (``Figure`` + ``FigureCanvasAgg``), never ``pyplot``: pyplot keeps a
 global current figure and backend, which the portal's threads (gunicorn gthread, Celery) would share. For the same

@@ -1,4 +1,4 @@
-"""The review pack as a PDF (issue 19): the review document (docs: the review pack contract) -> PDF bytes.
+"""The review pack as a PDF: the review document (docs: the review pack contract) -> PDF bytes.
 
 reportlab's platypus lays it out: a title page, a table of contents, the summary and the comparison with the
 previous month, then one section per group (Resources, Tasks, Governance, Improvements) and per appendix section,

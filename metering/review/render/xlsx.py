@@ -1,4 +1,4 @@
-"""The review pack as a spreadsheet (issue 19): the review document (the review pack contract's dict) -> .xlsx bytes.
+"""The review pack as a spreadsheet: the review document (the review pack contract's dict) -> .xlsx bytes.
 
 Sheets: "Summary" first (the document's identity, coverage, the headline conclusions and the comparison with the
 previous month), then one per group and one per appendix section, named after their titles. Figures are stored

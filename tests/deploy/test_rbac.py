@@ -25,7 +25,7 @@ from django.utils import timezone
 from kubernetes import client
 
 from fleet.models import Cluster
-from kubefake.server import NAMESPACE_PATH, PATH, authorization_attributes
+from kubefake.http import NAMESPACE_PATH, PATH, authorization_attributes
 from scheduling.executors import executor_for, read_job_log
 from scheduling.executors.kubernetes.sync import ClusterSync
 from scheduling.jobs import actions as job_actions

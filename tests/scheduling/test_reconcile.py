@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from audit.models import AuditAction, AuditRecord
 from gpuportal.models import OperationalCounter
-from kubefake.server import ApiError
+from kubefake.resources import ApiError
 from scheduling import engine, lifecycle
 from scheduling.jobs import actions as job_actions
 from scheduling.jobs import submission

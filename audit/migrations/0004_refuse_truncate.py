@@ -3,7 +3,7 @@
 The table's owner can still switch the trigger off, which is why the portal runs as a role that owns no
 table and has no TRUNCATE right (``manage.py audit_db_roles``); this trigger stops the owner's mistakes and
 ``manage.py flush``. A superuser session that sets ``gpuportal.audit_allow_truncate = on`` may truncate:
-the test suite does so between tests (gpuportal/settings_test.py).
+the test suite does so between tests (gpuportal/settings/test.py).
 """
 
 from django.db import migrations

@@ -40,7 +40,7 @@ def restored_url():
 
 def _script(name: str, url: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DATABASE_URL": url, "TEST_DATABASE_URL": url, "PY": sys.executable,
-           "DJANGO_SETTINGS_MODULE": "gpuportal.settings_test"}
+           "DJANGO_SETTINGS_MODULE": "gpuportal.settings.test"}
     return subprocess.run([str(settings.BASE_DIR / "scripts" / name), *args], cwd=settings.BASE_DIR, env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -75,6 +75,6 @@ def test_backup_restore_into_an_empty_database_keeps_jobs_and_a_verifiable_audit
                          "(SELECT min(id) FROM audit_auditrecord)")
     verify = subprocess.run([sys.executable, "manage.py", "verify_audit"], cwd=settings.BASE_DIR,
                             env={**os.environ, "TEST_DATABASE_URL": restored_url,
-                                 "DJANGO_SETTINGS_MODULE": "gpuportal.settings_test"},
+                                 "DJANGO_SETTINGS_MODULE": "gpuportal.settings.test"},
                             capture_output=True, text=True, timeout=60)
     assert verify.returncode == 1 and "audit chain broken" in verify.stderr

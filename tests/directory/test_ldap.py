@@ -213,7 +213,7 @@ def test_the_directory_actor_cannot_sign_in(lab, ldap_sign_in):
 
 
 def test_the_settings_block_reads_the_interface_variables(ldap_sign_in, tmp_path):
-    """The GPUPORTAL_LDAP_* / GPUPORTAL_OIDC_* variables, read by gpuportal/settings.py in a fresh process."""
+    """The GPUPORTAL_LDAP_* / GPUPORTAL_OIDC_* variables, read by gpuportal/settings/directory.py in a fresh process."""
     secret = tmp_path / "client-secret"
     secret.write_text("s3cret\n")
     environment = {**{k: v for k, v in os.environ.items() if not k.startswith("GPUPORTAL_")},

@@ -25,10 +25,10 @@ CACHE_URL = os.environ.get("TEST_OUTAGE_CACHE_URL", "redis://127.0.0.1:6379/11")
 
 
 def production_settings(monkeypatch, url: str) -> dict:
-    """What gpuportal/settings.py sets with ``GPUPORTAL_CACHE_URL=url``: the cache, the sessions through it and
+    """What gpuportal/settings/cache.py sets with ``GPUPORTAL_CACHE_URL=url``: the cache, the sessions through it and
     the page cache."""
     monkeypatch.setenv("GPUPORTAL_CACHE_URL", url)
-    values = runpy.run_path(str(Path(django_settings.BASE_DIR) / "gpuportal" / "settings.py"))
+    values = runpy.run_path(str(Path(django_settings.BASE_DIR) / "gpuportal" / "settings" / "cache.py"))
     return {name: values[name] for name in ("CACHES", "SESSION_ENGINE", "PAGE_CACHE")}
 
 

@@ -17,9 +17,10 @@ def _base():
                          "HTTPS"} and not k.startswith("GPUPORTAL_")}
 
 
-def run(env, code=CHECK):
-    return subprocess.run([sys.executable, "-c", code], env={**_base(), "DJANGO_SETTINGS_MODULE": "gpuportal.settings",
-                                                           **env}, capture_output=True, text=True, timeout=60)
+def run(env, code=CHECK, module="gpuportal.settings"):
+    """``code`` in a fresh process on the settings ``module`` with ``env``, and nothing else of this test run's."""
+    return subprocess.run([sys.executable, "-c", code], env={**_base(), "DJANGO_SETTINGS_MODULE": module, **env},
+                          capture_output=True, text=True, timeout=60)
 
 
 def test_embedded_default_is_sqlite_without_a_broker():

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from django.db.models import Count
 
-from .models import AcceleratorModel, Node, Vendor
+from .models import AcceleratorModel, Node
+from .vendors import DEFAULT_VENDOR, VENDORS
 
 
 @dataclass(frozen=True)
@@ -56,19 +57,17 @@ def accelerator_models() -> dict[str, AcceleratorModel]:
 
 
 def vendor_of(model: str) -> str:
-    """The vendor of a model ("nvidia" for a model the catalogue does not know: the portal's first vendor)."""
+    """The vendor of a model (``fleet.vendors.DEFAULT_VENDOR`` for a model the catalogue does not know); its
+    record in ``fleet.vendors`` says how a job asks for its devices and how its failures read."""
     found = AcceleratorModel.objects.filter(name=model).values_list("vendor", flat=True).first()
-    return found or Vendor.NVIDIA
+    return found or DEFAULT_VENDOR
 
 
 def note_model(name: str, vendor: str, memory_mb: int = 0) -> None:
     """Add a model a node agent reports that the catalogue does not have yet (its vendor and memory as the
     agent read them); a known model is left as the platform describes it."""
-    if name and vendor in Vendor.values:
+    if name and vendor in VENDORS:
         AcceleratorModel.objects.get_or_create(name=name, defaults={
             "vendor": vendor, "memory_gb": round(memory_mb / 1024) if memory_mb else 0})
 
 
-def gpu_models() -> list[str]:
-    """The model names, sorted: for choice lists."""
-    return sorted(Node.objects.values_list("gpu_model", flat=True).distinct())

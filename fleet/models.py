@@ -6,9 +6,12 @@ here moved no data. ``health`` is written by the agent poller, ``admin_state`` b
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from gpuportal.models import TimeStampedModel
+
+from .vendors import DEFAULT_VENDOR
 
 
 class ExecutorKind(models.TextChoices):
@@ -17,7 +20,8 @@ class ExecutorKind(models.TextChoices):
 
 
 class Vendor(models.TextChoices):
-    """Who makes an accelerator; the node agent reports it per device (``--backend`` picks how it reads them)."""
+    """Who makes an accelerator; the node agent reports it per device (``--backend`` picks how it reads them).
+    What the portal knows of each is its record in ``fleet/vendors.py`` (a test checks that both name the same)."""
 
     NVIDIA = "nvidia", _("NVIDIA")
     AMD = "amd", _("AMD")
@@ -33,7 +37,7 @@ class AcceleratorModel(TimeStampedModel):
     from the first node agent that reports a new one."""
 
     name = models.CharField(_("name"), max_length=64, unique=True)
-    vendor = models.CharField(_("vendor"), max_length=16, choices=Vendor.choices, default=Vendor.NVIDIA)
+    vendor = models.CharField(_("vendor"), max_length=16, choices=Vendor.choices, default=DEFAULT_VENDOR)
     memory_gb = models.PositiveIntegerField(_("memory per device (GB)"), default=0)
     interconnect = models.CharField(_("interconnect"), max_length=64, blank=True,
                                     help_text=_("Between devices of a node: NVLink, Infinity Fabric (XGMI), HCCS…"))
@@ -54,7 +58,7 @@ class Cluster(TimeStampedModel):
     description = models.TextField(_("description"), blank=True)
     executor = models.CharField(_("executor"), max_length=20, choices=ExecutorKind.choices,
                                 default=ExecutorKind.SIMULATED)
-    # Scheduling policy of this cluster (see the README's policy table).
+    # Scheduling policy of this cluster (docs/scheduling.md, "Policies, per cluster").
     ordering = models.CharField(_("queue order"), max_length=20, default="fair_share",
                                 choices=[("fair_share", _("Priority, then fair share")),
                                          ("fifo", _("Arrival order"))])
@@ -170,6 +174,9 @@ class Node(TimeStampedModel):
 
     def __str__(self):
         return self.name
+
+    def get_absolute_url(self):
+        return reverse("fleet:node-detail", args=[self.name])
 
     @property
     def schedulable(self) -> bool:

@@ -50,7 +50,8 @@ from nodeagent.backends import make_backend
 from nodeagent.system import SimulatedHostSampler
 
 from . import agent_tokens, catalogue, health, networks, occupancy, signals
-from .models import GPU, AcceleratorModel, FaultKind, GpuReading, Node, NodeEvent, NodeReading, Vendor
+from .models import GPU, AcceleratorModel, FaultKind, GpuReading, Node, NodeEvent, NodeReading
+from .vendors import DEFAULT_VENDOR, VENDORS, vendor_or_default
 
 logger = logging.getLogger(__name__)
 
@@ -262,16 +263,12 @@ def validate_snapshot(data) -> dict:
 _SIMULATED: dict[int, object] = {}
 
 
-#: The agent backend that simulates each vendor's devices.
-_SIMULATED_BACKEND = {Vendor.NVIDIA: "nvidia", Vendor.AMD: "amd", Vendor.HUAWEI: "ascend",
-                      Vendor.CAMBRICON: "cambricon", Vendor.HYGON: "hygon"}
-
-
 def _simulated_snapshot(node: Node, busy: set[int]) -> dict:
     agent = _SIMULATED.get(node.pk)
     if agent is None:
         count = max(len(node.gpus.all()), 1)
-        backend = make_backend(_SIMULATED_BACKEND.get(catalogue.vendor_of(node.gpu_model), "nvidia"),
+        # the agent backend that simulates the vendor's devices (``Vendor.agent_backend``)
+        backend = make_backend(vendor_or_default(catalogue.vendor_of(node.gpu_model)).agent_backend,
                                simulate=count, model=node.gpu_model, seed=node.pk)
         agent = Agent(backend, node=node.name, host=SimulatedHostSampler(seed=node.pk)).start()
         _SIMULATED[node.pk] = agent
@@ -308,25 +305,20 @@ def collect(nodes: list[Node], workers: int | None = None, timeout: float | None
 
 
 # -- applying results ---------------------------------------------------------------------------------
-#: What each vendor's agent backend reads its devices through, for the reasons of health changes.
-_READ_THROUGH = {Vendor.NVIDIA: "NVML", Vendor.AMD: "amdsmi", Vendor.HUAWEI: "npu-smi", Vendor.CAMBRICON: "cnmon",
-                 Vendor.HYGON: "hy-smi"}
-
-
 def _vendor(snapshot: dict, device: dict | None = None) -> str:
-    """The device's vendor; an agent that does not say read NVML (it predates the other vendors)."""
-    return str((device or {}).get("vendor") or snapshot.get("vendor") or Vendor.NVIDIA)
+    """The device's vendor; an agent that does not say is the default vendor's (it predates the others)."""
+    return str((device or {}).get("vendor") or snapshot.get("vendor") or DEFAULT_VENDOR)
 
 
 def _gpu_observation(gpu: GPU, reported: dict | None, new_errors: list[dict],
-                     vendor: str = Vendor.NVIDIA) -> health.Observation:
+                     vendor: str = DEFAULT_VENDOR) -> health.Observation:
     critical = [e["message"] for e in new_errors if e.get("critical")]
     if reported is None:
         return health.Observation(critical=f"GPU {gpu.index} is missing from the agent's inventory.")
     if reported.get("state") == "lost":
         detail = reported.get("error") or "no answer"
         xid = f" after XID {reported['last_xid']}" if reported.get("last_xid") else ""
-        through = _READ_THROUGH.get(vendor, "its vendor's tool")
+        through = VENDORS[vendor].agent_reads_through if vendor in VENDORS else "its vendor's tool"
         lost = f"GPU {gpu.index} stopped answering {through}{xid} ({detail})."
         return health.Observation(critical=" ".join([lost, *(f"{m}." for m in critical)]))
     dbe = reported.get("ecc_volatile_dbe") or 0

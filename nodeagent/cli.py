@@ -28,7 +28,7 @@ import urllib.request
 import zlib
 
 from .agent import Agent
-from .backends import BACKENDS, NoBackendFound, detect, make_backend
+from .backends import BACKENDS, DEFAULT_BACKEND, NoBackendFound, detect, make_backend
 from .server import serve, tls_context
 from .system import SimulatedHostSampler
 
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     name = args.backend
     if name == "detect":
         try:
-            name = "nvidia" if args.simulate or args.fleet else detect()
+            name = DEFAULT_BACKEND if args.simulate or args.fleet else detect()
         except NoBackendFound as exc:
             print(f"nodeagent: {exc}", file=sys.stderr)
             return 2

@@ -5,8 +5,9 @@ Instinct through ``amdsmi`` (:mod:`.amd`), Huawei Ascend through ``npu-smi`` (:m
 through ``cnmon`` (:mod:`.cambricon`) and Hygon through ``hy-smi`` (:mod:`.hygon`). Each returns the same
 dictionaries, with the vendor and the catalogue's model name on every device, and carries the Kubernetes
 resource name the vendor's device plugin advertises. To add a vendor, write such a class and a simulation of
-its tool, and register both in :data:`BACKENDS`; the agent, its HTTP API, its metrics and the portal's
-poller stay as they are.
+its tool, and register both in :data:`BACKENDS` under the name the portal's record of the vendor gives as its
+``agent_backend`` (``fleet/vendors.py``: the agent imports nothing of the portal, a test checks that the two
+agree); the agent, its HTTP API, its metrics and the portal's poller stay as they are.
 
 Each vendor's library or tool is loaded only when its backend is built, so a node needs only its own vendor's.
 """
@@ -68,7 +69,8 @@ class DeviceBackend:
         self.simulation.inject(kind, gpu)
 
 
-#: name -> (module, backend class, keyword of the simulated device, module of the simulation, its class)
+#: name -> (module, backend class, keyword of the simulated device, module of the simulation, its class); the
+#: name is the ``agent_backend`` of the vendor's record in the portal.
 BACKENDS = {
     "nvidia": (".nvml", "NvmlBackend", "nvml", ".fake_nvml", "FakeNvml"),
     "amd": (".amd", "AmdSmiBackend", "amdsmi", ".fake_amdsmi", "FakeAmdSmi"),
@@ -81,6 +83,8 @@ BACKENDS = {
 #: with the agent, so only the driver's own tool or library counts for it.
 DETECTION = [("ascend", "tool", "npu-smi"), ("cambricon", "tool", "cnmon"), ("hygon", "tool", "hy-smi"),
              ("amd", "module", "amdsmi"), ("nvidia", "tool", "nvidia-smi"), ("nvidia", "library", "nvidia-ml")]
+#: The backend a simulated node runs when none is named (the portal's default vendor's).
+DEFAULT_BACKEND = "nvidia"
 
 
 class NoBackendFound(RuntimeError):
@@ -114,7 +118,7 @@ def make_backend(name: str, simulate: int = 0, **options) -> DeviceBackend:
     a simulated one with ``simulate`` devices (``options``: ``model``, ``seed``). ``"simulated"`` is the
     simulated NVIDIA node (``count``, ``model``, ``seed``), as the agent has always called it."""
     if name == "simulated":
-        name, simulate = "nvidia", options.pop("count", 8)
+        name, simulate = DEFAULT_BACKEND, options.pop("count", 8)
     if name not in BACKENDS:
         raise ValueError(f"unknown device backend {name!r}; known: {', '.join(BACKENDS)}, simulated")
     module, cls, keyword, fake_module, fake_cls = BACKENDS[name]

@@ -5,13 +5,13 @@ the log tails go in; a ``Diagnosis`` comes out. Rules in order (the first that m
 image / environment → node fault (a lost node, or the node agent's) → device fault (the node agent's, or the
 driver's word in the log) → out of memory → cross-node communication → program exit.
 
-Every vendor's words are read, whatever the job asked for: the device faults (NVIDIA Xid, AMD/Hygon RAS
-events and HSA hardware exceptions, Ascend alarm codes and ACL device errors, Cambricon ECC and hang
-errors), device out-of-memory (CUDA, HIP, Ascend ``EL0004`` / ACL 207001, Cambricon CNRT) and collective
-failures (NCCL, RCCL, HCCL, CNCL). The line that matched says which vendor it was (``vendor`` breaks the tie
-for HIP, which AMD and Hygon share, and for a failure with no telling line); the advice names that vendor's
-tool (``amd-smi``, ``npu-smi``, ``cnmon``, ``hy-smi``) and collective library. NVIDIA's sentences are the
-ones the portal always had.
+Every vendor's words (``Vendor.words`` of its record in ``fleet/vendors.py``) are read, whatever the job asked
+for: the device faults (NVIDIA Xid, AMD/Hygon RAS events and HSA hardware exceptions, Ascend alarm codes and
+ACL device errors, Cambricon ECC and hang errors), device out-of-memory (CUDA, HIP, Ascend ``EL0004`` / ACL
+207001, Cambricon CNRT) and collective failures (NCCL, RCCL, HCCL, CNCL). The line that matched says which
+vendor it was (``vendor`` breaks the tie for HIP, which AMD and Hygon share, and for a failure with no telling
+line); the advice names that vendor's tool (``amd-smi``, ``npu-smi``, ``cnmon``, ``hy-smi``) and collective
+library. The default vendor's (NVIDIA's) sentences are the ones the portal always had.
 """
 
 from __future__ import annotations
@@ -20,81 +20,33 @@ import re
 from dataclasses import dataclass, field
 
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+
+from fleet import vendors
+from fleet.vendors import DEFAULT_VENDOR
 
 IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
                  "CreateContainerError", "ErrImageNeverPull")
-MISSING_CUDA = re.compile(r"libcudart\.so|libcuda\.so|libnccl\.so|libcudnn|CUDA driver version is insufficient|"
-                          r"no CUDA-capable device|cannot open shared object file", re.I)
-GPU_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation",
-                     re.I)
-#: The driver's word that the GPU itself failed (an Xid, a GPU lost from the bus, an uncorrectable ECC error).
-GPU_HARDWARE = re.compile(r"NVRM: Xid|\bXid \d+|GPU has fallen off the bus|uncorrectable ECC error", re.I)
-COMMUNICATION = re.compile(r"NCCL (WARN|ERROR)|ncclSystemError|ncclInternalError|ncclRemoteError|"
-                           r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(timeout|Timeout)|"
-                           r"Gloo.*(timeout|Connection closed)|Connection reset by peer|NET/IB.*(error|failed)", re.I)
-#: "hip": AMD or Hygon (both run HIP and RCCL); ``vendor`` tells them apart, AMD when it is not given.
-HIP = "hip"
-#: Libraries of another vendor's stack missing from the image (the CUDA ones are ``MISSING_CUDA``).
-MISSING_LIBRARIES = (
-    ("huawei", re.compile(r"libascendcl\.so|libhccl\.so|libge_runner\.so|libruntime\.so.*Ascend|"
-                          r"Can not find the CANN|torch_npu.*(cannot|No module)", re.I)),
-    ("cambricon", re.compile(r"libcnrt\.so|libcncl\.so|libcnnl\.so|libcndrv\.so|No MLU devices|"
-                             r"No module named 'torch_mlu'", re.I)),
-    (HIP, re.compile(r"libamdhip64\.so|librccl\.so|libhsa-runtime64\.so|libMIOpen\.so|"
-                     r"No ROCm-capable device|hipErrorNoDevice|hipErrorInsufficientDriver", re.I)),
-)
-#: A device's memory exhausted, per vendor (checked before NVIDIA's ``GPU_OOM``, whose ``OutOfMemoryError``
-#: also ends PyTorch's HIP, NPU and MLU messages).
-OUT_OF_MEMORY = (
-    ("huawei", re.compile(r"NPU out of memory|\bEL0004\b|ACL_ERROR_RT_MEMORY_ALLOCATION|\b207001\b|"
-                          r"aclrtMalloc.*fail", re.I)),
-    ("cambricon", re.compile(r"MLU out of memory|CN_MEMORY_ERROR_OUT_OF_MEMORY|cnrtErrorNoMem|"
-                             r"CNRT_RET_ERR_NOMEM|CNNL_STATUS_ALLOC_FAILED", re.I)),
-    (HIP, re.compile(r"HIP out of memory|hipErrorOutOfMemory|hipErrorMemoryAllocation|"
-                     r"HIPBLAS_STATUS_ALLOC_FAILED|rocBLAS error.*memory", re.I)),
-    ("nvidia", GPU_OOM),
-)
-#: The device itself failed, per vendor: Ascend alarm (fault) codes, HBM ECC and ACL device errors; AMD's
-#: RAS events (uncorrectable ECC, poison, XGMI), the HSA runtime's hardware exception, a GPU reset; Cambricon's
-#: ECC and hang reports; NVIDIA's Xid.
-DEVICE_FAULTS = (
-    ("huawei", re.compile(r"(alarm|fault)[ _-]?code\W{0,3}(0x)?8[0-9A-F]{7}\b|ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR|"
-                          r"ACL_ERROR_RT_DEVICE_MEM_ERROR|ACL_ERROR_RT_LINK_ERROR|\b50705[346]\b|"
-                          r"HBM.*(multi[- ]?bit|uncorrectable).*ECC|"
-                          r"\b(NPU|davinci\d*)\b.*(heartbeat lost|device lost|link down)",
-                          re.I)),
-    ("cambricon", re.compile(r"CN_ERROR_ECC|CN_CONTEXT_ERROR_ECC|cnrtErrorECC|MLU.*(uncorrectable|ECC error|"
-                             r"unrecoverable|heartbeat lost|\bhang\b)|CNDrv.*(ECC|\bhang\b|heartbeat)", re.I)),
-    (HIP, re.compile(r"HW Exception by GPU node-\d+|hipErrorECCNotCorrectable|amdgpu.*(RAS|uncorrectable|poison|"
-                     r"GPU reset begin|ring .* timeout)|\bRAS\b.*(uncorrectable|poison|\bUE\b)|"
-                     r"XGMI.*(error|link down|fatal)", re.I)),
-    ("nvidia", GPU_HARDWARE),
-)
-#: Collective communication failed, per library: HCCL (error codes EI0002..EI0009 and ``HCCL_E_*`` results,
-#: its timeouts), CNCL, RCCL (which logs as NCCL too), NCCL and the generic transport failures.
-COLLECTIVE_FAILURES = (
-    ("huawei", re.compile(r"HCCL_ERROR|HCCL_E_[A-Z]+|HCCL function error|\bEI000[2-9]\b|"
-                          r"ProcessGroupHCCL.*(timeout|error)|\bHCCL\b[^=\n]*\b(timed out|timeout|failed)\b", re.I)),
-    ("cambricon", re.compile(r"CNCL (WARN|ERROR)|CNCL_RET_ERR_[A-Z_]+|cnclRemoteError|cnclSystemError|"
-                             r"ProcessGroupCNCL.*(timeout|error)|\bCNCL\b[^=\n]*\b(timed out|timeout|failed)\b", re.I)),
-    (HIP, re.compile(r"RCCL (WARN|ERROR)|\bRCCL\b[^=\n]*\b(timeout|failed)\b", re.I)),
-    ("nvidia", COMMUNICATION),
-)
-#: What a vendor's device is called in a sentence, its tool and its collective library (advice names them).
-DEVICES = {"nvidia": gettext_lazy("NVIDIA GPU"), "amd": gettext_lazy("AMD GPU"), "huawei": gettext_lazy("Ascend NPU"),
-           "cambricon": gettext_lazy("Cambricon MLU"), "hygon": gettext_lazy("Hygon DCU")}
-MEMORY_TOOLS = {"nvidia": "nvidia-smi", "amd": "amd-smi monitor", "huawei": "npu-smi info",
-                "cambricon": "cnmon", "hygon": "hy-smi"}
-HEALTH_TOOLS = {"nvidia": "nvidia-smi -q", "amd": "amd-smi metric --ecc", "huawei": "npu-smi info -t health -i <id>",
-                "cambricon": "cnmon info", "hygon": "hy-smi"}
-#: The software stack each vendor's images carry (an image for one does not run on another's devices).
-STACKS = {"nvidia": "CUDA", "amd": "ROCm", "huawei": "CANN", "cambricon": "Cambricon Neuware", "hygon": "DTK"}
-LIBRARIES = {"nvidia": "NCCL", "amd": "RCCL", "huawei": "HCCL", "cambricon": "CNCL", "hygon": "RCCL"}
-#: The settings of each collective library to check when cross-node traffic keeps failing.
-LIBRARY_SETTINGS = {"NCCL": "NCCL_SOCKET_IFNAME / NCCL_IB_HCA", "RCCL": "NCCL_SOCKET_IFNAME / NCCL_IB_HCA",
-                    "HCCL": "HCCL_IF_IP / HCCL_SOCKET_IFNAME / HCCL_CONNECT_TIMEOUT",
-                    "CNCL": "CNCL_SOCKET_IFNAME / CNCL_LOG_LEVEL"}
+
+
+def _table(words: str) -> list[tuple[str, re.Pattern]]:
+    """(vendor, pattern) for one kind of failure words (a ``fleet.vendors.LogWords`` field) of every vendor but
+    the default, in the registry's reading order; a pattern two vendors share is read once, as the first one's
+    (``_vendor`` breaks the tie). The default's words are the generic ones: read last (``_with_default``), or on
+    their own where its sentence is the portal's first one (a missing CUDA library)."""
+    table, seen = [], set()
+    for record in vendors.reading_order()[:-1]:
+        pattern = getattr(record.words, words)
+        if pattern is not None and id(pattern) not in seen:
+            seen.add(id(pattern))
+            table.append((record.name, pattern))
+    return table
+
+
+def _with_default(words: str) -> list[tuple[str, re.Pattern]]:
+    """``_table`` and the default vendor's words after every other's."""
+    default = vendors.default_vendor()
+    pattern = getattr(default.words, words)
+    return [*_table(words), *([(default.name, pattern)] if pattern is not None else [])]
 
 
 @dataclass(frozen=True)
@@ -183,22 +135,25 @@ def _grep_vendor(logs: dict[str, str], table, vendor: str = "") -> tuple[str, st
 
 
 def _vendor(found: str, vendor: str) -> str:
-    if found == HIP:
-        return "hygon" if vendor == "hygon" else "amd"
-    if found == "nvidia" and vendor in DEVICES:
+    """Whose line it is: the job's vendor's when the line is the default's generic words, or words the job's
+    vendor shares with the one whose they are (Hygon's HIP lines read as AMD's); else the vendor it names."""
+    own = vendors.VENDORS.get(vendor)
+    if own is None or found == vendor:
+        return found
+    if found == DEFAULT_VENDOR or vendors.VENDORS[found].words is own.words:
         return vendor
     return found
 
 
 def _fault_vendor(agent_fault: dict, vendor: str) -> str:
     """The vendor of an agent's fault: as the agent said, else as its message reads, else the job's."""
-    if agent_fault.get("vendor") in DEVICES:
+    if agent_fault.get("vendor") in vendors.VENDORS:
         return agent_fault["vendor"]
     text = f"{agent_fault.get('message', '')} {agent_fault.get('evidence', '')}"
-    for found, pattern in DEVICE_FAULTS[:-1]:
+    for found, pattern in _table("device_fault"):
         if pattern.search(text):
             return _vendor(found, vendor)
-    return vendor if vendor in DEVICES else "nvidia"
+    return vendors.vendor_or_default(vendor).name
 
 
 def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict] | None = None,
@@ -224,15 +179,16 @@ def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict
             "reason": pod.waiting_reason, "msg": pod.waiting_message}, _(
             "Check the image name and tag, that the registry is reachable from the cluster, and its pull secret."),
             node=pod.node, evidence={"pod": pod.name, "reason": pod.waiting_reason, "message": pod.waiting_message})
-    missing = _grep_vendor(logs, MISSING_LIBRARIES, vendor)
+    missing = _grep_vendor(logs, _table("missing_libraries"), vendor)
     if missing:
         found, pod_name, line = missing
+        record = vendors.vendor(found)
         return Diagnosis("image", _("The environment lacks the %(stack)s libraries of the %(device)s: %(line)s") % {
-            "stack": STACKS[found], "device": DEVICES[found], "line": line}, _(
+            "stack": record.stack, "device": record.device, "line": line}, _(
             "Use an image built for the %(stack)s version of these nodes or install the libraries it names.") % {
-            "stack": STACKS[found]},
+            "stack": record.stack},
             evidence={"pod": pod_name, "log_line": line, "log_tail": _tail(logs, pod_name), "vendor": found})
-    cuda = _grep(logs, MISSING_CUDA)
+    cuda = _grep(logs, vendors.default_vendor().words.missing_libraries)
     if cuda:
         return Diagnosis("image", _("The environment lacks CUDA libraries: %(line)s") % {"line": cuda[1]}, _(
             "Use an image built for this CUDA version (e.g. a -cuda12 tag) or install the libraries it names."),
@@ -248,32 +204,33 @@ def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict
                                    "node_not_ready": pod.node in not_ready_nodes})
     if agent_fault and agent_fault.get("category") == "gpu_fault":
         found = _fault_vendor(agent_fault, vendor)
-        evidence = {"agent": agent_fault, **({"vendor": found} if found != "nvidia" else {})}
-        if found == "nvidia":
+        evidence = {"agent": agent_fault, **({"vendor": found} if found != DEFAULT_VENDOR else {})}
+        if found == DEFAULT_VENDOR:
             return Diagnosis("gpu_fault", _("GPU fault on %(node)s: %(msg)s") % {
                 "node": agent_fault.get("node", ""), "msg": agent_fault.get("message", "")},
                 _("Nothing to fix in the job: it is retried automatically without that node."),
                 node=agent_fault.get("node", ""), evidence=evidence)
         return Diagnosis("gpu_fault", _("%(device)s fault on %(node)s: %(msg)s") % {
-            "device": DEVICES[found], "node": agent_fault.get("node", ""), "msg": agent_fault.get("message", "")},
+            "device": vendors.vendor(found).device, "node": agent_fault.get("node", ""),
+            "msg": agent_fault.get("message", "")},
             _device_fault_advice(found), node=agent_fault.get("node", ""), evidence=evidence)
     if agent_fault and agent_fault.get("category") == "node_fault":
         return Diagnosis("node_fault", _("Node %(node)s failed under the job: %(why)s") % {
             "node": agent_fault.get("node", ""), "why": agent_fault.get("message", "")},
             _("Nothing to fix in the job: it is retried automatically on another node."),
             node=agent_fault.get("node", ""), evidence={"agent": agent_fault})
-    fault = _grep_vendor(logs, DEVICE_FAULTS, vendor)
+    fault = _grep_vendor(logs, _with_default("device_fault"), vendor)
     if fault:
         found, pod_name, line = fault
         pod = next((p for p in pods if p.name == pod_name), None)
         evidence = {"pod": pod_name, "log_line": line, "log_tail": _tail(logs, pod_name)}
-        if found == "nvidia":
+        if found == DEFAULT_VENDOR:
             return Diagnosis("gpu_fault", _("The GPU failed under the job: %(line)s") % {"line": line},
                              _("Nothing to fix in the job: it is retried automatically without that node."),
                              node=pod.node if pod else "", evidence=evidence)
         return Diagnosis("gpu_fault", _("The %(device)s failed under the job: %(line)s") % {
-            "device": DEVICES[found], "line": line}, _device_fault_advice(found), node=pod.node if pod else "",
-            evidence={**evidence, "vendor": found})
+            "device": vendors.vendor(found).device, "line": line}, _device_fault_advice(found),
+            node=pod.node if pod else "", evidence={**evidence, "vendor": found})
     oom = [p for p in failed if p.terminated_reason == "OOMKilled"]
     if oom:
         pod = oom[0]
@@ -281,44 +238,46 @@ def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict
                          _("Ask for more memory per node, or reduce the data loader workers and batch size."),
                          node=pod.node, exit_code=137,
                          evidence={"pod": pod.name, "reason": "OOMKilled", "log_tail": _tail(logs, pod.name)})
-    device_oom = _grep_vendor(logs, OUT_OF_MEMORY, vendor)
+    device_oom = _grep_vendor(logs, _with_default("out_of_memory"), vendor)
     if device_oom:
         found, pod_name, line = device_oom
         pod = next((p for p in failed if p.name == pod_name), failed[0] if failed else None)
         evidence = {"pod": pod_name, "log_line": line, "log_tail": _tail(logs, pod_name)}
         where = {"node": pod.node if pod else "", "exit_code": pod.exit_code if pod else None}
-        if found == "nvidia":
+        if found == DEFAULT_VENDOR:
             return Diagnosis("out_of_memory", _("The GPU ran out of memory: %(line)s") % {"line": line},
                              _("Reduce the batch size, use gradient checkpointing or mixed precision, or a GPU with "
                                "more memory."), evidence=evidence, **where)
         return Diagnosis("out_of_memory", _("The %(device)s ran out of memory: %(line)s") % {
-            "device": DEVICES[found], "line": line}, _(
+            "device": vendors.vendor(found).device, "line": line}, _(
             "Reduce the batch size, use gradient checkpointing or mixed precision, or a device with more memory; "
-            "%(tool)s shows the memory each process holds on the device.") % {"tool": MEMORY_TOOLS[found]},
+            "%(tool)s shows the memory each process holds on the device.") % {
+            "tool": vendors.vendor(found).memory_tool},
             evidence={**evidence, "vendor": found}, **where)
     if node_count > 1:
-        comm = _grep_vendor(logs, COLLECTIVE_FAILURES, vendor)
+        comm = _grep_vendor(logs, _with_default("collective_failure"), vendor)
         hanging = [p for p in pods if p.running]
         if comm or (failed and hanging):
             # the rank that failed first is the one to avoid; with none failed, the one whose log tells
             pod = failed[0] if failed else next((p for p in pods if comm and p.name == comm[1]), pods[0])
-            found = comm[0] if comm else (vendor if vendor in DEVICES else "nvidia")
+            found = comm[0] if comm else vendors.vendor_or_default(vendor).name
             line = comm[2] if comm else _("rank %(r)d failed while %(n)d other rank(s) kept waiting for it") % {
                 "r": pod.index, "n": len(hanging)}
             evidence = {"failed_rank": pod.index, "hanging_ranks": [p.index for p in hanging],
                         "log_line": comm[2] if comm else "", "pod": comm[1] if comm else pod.name,
                         "log_tail": _tail(logs, comm[1] if comm else pod.name)}
-            if found == "nvidia":
+            if found == DEFAULT_VENDOR:
                 return Diagnosis("communication", _("Cross-node communication failed: %(line)s") % {"line": line}, _(
                     "Usually the network between nodes: the job is retried on other nodes. If it repeats, check "
                     "NCCL_SOCKET_IFNAME / NCCL_IB_HCA and the rendezvous settings."), node=pod.node,
                     evidence=evidence)
-            library = LIBRARIES[found]
+            record = vendors.vendor(found)
+            library = record.library
             return Diagnosis("communication", _("Cross-node communication (%(library)s) failed: %(line)s") % {
                 "library": library, "line": line}, _(
                 "Usually the network between nodes: the job is retried on other nodes. If it repeats, check "
                 "%(settings)s and the rendezvous settings, and the device links with %(tool)s.") % {
-                "settings": LIBRARY_SETTINGS[library], "tool": HEALTH_TOOLS[found]}, node=pod.node,
+                "settings": record.library_settings, "tool": record.health_tool}, node=pod.node,
                 evidence={**evidence, "vendor": found, "library": library})
     pod = failed[0] if failed else None
     code = pod.exit_code if pod else None
@@ -332,7 +291,8 @@ def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict
 
 def _device_fault_advice(vendor: str) -> str:
     return _("Nothing to fix in the job: it is retried automatically without that node. Platform admins: "
-             "%(tool)s on that node shows the device's health and alarms.") % {"tool": HEALTH_TOOLS[vendor]}
+             "%(tool)s on that node shows the device's health and alarms.") % {
+        "tool": vendors.vendor(vendor).health_tool}
 
 
 def live_problem(pods: list[PodState], *, health: str = "") -> tuple[str, dict]:

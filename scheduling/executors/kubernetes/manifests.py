@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fleet import vendors
+from fleet.vendors import DEFAULT_VENDOR, Vendor
 from gpuportal.names import dns_label
+from gpuportal.paths import portal_path
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuportal"}
 JOB_LABEL = "gpuportal.io/job"
@@ -37,39 +40,14 @@ DEFAULT_HEALTH_PATH = "/healthz"
 #: Idle websockets (a kernel that computes for long, a terminal) must outlive nginx's default 60 s.
 WEBSOCKET_TIMEOUT_SECONDS = "3600"
 MASTER_PORT = 29500
-#: HAMi-style mapping of a GPU share to extended resources (used when the cluster names none).
-DEFAULT_SHARE_RESOURCES = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "{percent}",
-                           "nvidia.com/gpucores": "{percent}"}
-DEFAULT_VENDOR = "nvidia"
-#: The extended resource each vendor's device plugin advertises for one whole device (the NVIDIA, AMD, Ascend
-#: (MindCluster), Cambricon and Hygon DCU device plugins). A cluster whose plugins name it otherwise says so in
-#: ``Cluster.accelerator_resources``, per vendor or per model (``{"huawei": "huawei.com/Ascend910B"}``).
-VENDOR_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "huawei": "huawei.com/Ascend910",
-                    "cambricon": "cambricon.com/mlu", "hygon": "hygon.com/dcu"}
-#: Ascend chips the MindCluster device plugin advertises under their own family (a 910B is ``Ascend910``).
-ASCEND_FAMILIES = (("Ascend310P", "huawei.com/Ascend310P"), ("Ascend310", "huawei.com/Ascend310"))
-#: MindCluster static vNPU templates (Ascend device plugin, "static virtualization"): AI cores per chip and the
-#: cores of each template; the vNPU resource is ``<device resource>-<cores>c`` (vir04 -> ``Ascend910-4c``).
-#: A share of a card gets the smallest template with at least that share of the cores (0.25 of a 32-core
-#: Ascend 910: ``huawei.com/Ascend910-8c``); a share no template holds gets the whole card.
-ASCEND_VNPU_TEMPLATES = {"huawei.com/Ascend910": (32, (2, 4, 8, 16)), "huawei.com/Ascend310P": (8, (1, 2, 4))}
-#: What a vendor's container learns beyond the plugin's own variables, and how its collective library logs and
-#: waits. The device plugins set the device visibility themselves (``NVIDIA_VISIBLE_DEVICES``,
-#: ``ASCEND_VISIBLE_DEVICES`` for the Ascend runtime, the AMD plugin's device nodes): never overridden here. The
-#: runtimes' logical indices inside the container (``ASCEND_RT_VISIBLE_DEVICES``, ``MLU_VISIBLE_DEVICES``,
-#: Hygon's ``HIP_VISIBLE_DEVICES``) count the devices the pod got from 0. The log levels make the collective
-#: library print the warning lines ``diagnosis`` reads (RCCL reads NCCL's names). A job's own environment wins.
-VISIBILITY_VARIABLES = {"huawei": "ASCEND_RT_VISIBLE_DEVICES", "cambricon": "MLU_VISIBLE_DEVICES",
-                        "hygon": "HIP_VISIBLE_DEVICES"}
-VENDOR_ENV = {
-    "amd": {"NCCL_DEBUG": "WARN"},
-    "hygon": {"NCCL_DEBUG": "WARN"},
-    # plog errors on stdout, so that the pod log carries the EL/EI error codes
-    "huawei": {"ASCEND_GLOBAL_LOG_LEVEL": "3", "ASCEND_SLOG_PRINT_TO_STDOUT": "1"},
-    "cambricon": {"CNCL_LOG_LEVEL": "WARNING"},
-}
-#: Ranks on several nodes start at different times (image pulls): HCCL's 120 s default to connect is short.
-HCCL_CONNECT_TIMEOUT_SECONDS = 1200
+#: What each vendor's devices are asked for by and what its container learns (the extended resource of its
+#: device plugin, its runtime's variables, how a share of a device is asked for) is its record in
+#: ``fleet.vendors``. The device plugins set the device visibility themselves (``NVIDIA_VISIBLE_DEVICES``,
+#: ``ASCEND_VISIBLE_DEVICES`` for the Ascend runtime, the AMD plugin's device nodes): never overridden here; the
+#: runtimes' logical indices inside the container (``Vendor.sets_visible_devices``) count the devices the pod
+#: got from 0. The log levels of ``Vendor.env`` make the collective library print the warning lines
+#: ``diagnosis`` reads. A job's own environment wins. A cluster whose plugins name the resources otherwise says
+#: so in ``Cluster.accelerator_resources``, per vendor or per model (``{"huawei": "huawei.com/Ascend910B"}``).
 
 
 @dataclass(frozen=True)
@@ -100,7 +78,7 @@ class JobSpec:
     revision: int | None = None  # a service replica's revision
     port: int | None = None  # a service's port
     health_path: str = DEFAULT_HEALTH_PATH
-    vendor: str = DEFAULT_VENDOR  # fleet.models.Vendor of the model the job landed on
+    vendor: str = DEFAULT_VENDOR  # fleet.vendors name of the model the job landed on
     gpu_model: str = ""  # that model (an Ascend 310P asks for another resource than a 910)
 
 
@@ -136,11 +114,7 @@ def group_service_name(group_id: int) -> str:
 
 
 def notebook_path(job_id: int) -> str:
-    return f"/jobs/{job_id}/open/"
-
-
-def service_path(group_id: int) -> str:
-    return f"/services/{group_id}/"
+    return portal_path("scheduling:notebook-open-root", job_id)
 
 
 def cluster_url(name: str, namespace_: str, port: int) -> str:
@@ -175,7 +149,7 @@ def resource_quota(prefix: str, tenant: str, gpu_limit: int | dict[str, int]) ->
     """The tenant's GPU limit again, enforced by Kubernetes: a second line of defence. ``gpu_limit``: one number
     (NVIDIA's ``nvidia.com/gpu``), or the limit per extended resource ({"nvidia.com/gpu": 32, "amd.com/gpu": 8}:
     each vendor's models together count against their vendor's resource)."""
-    limits = gpu_limit if isinstance(gpu_limit, dict) else {VENDOR_RESOURCES[DEFAULT_VENDOR]: gpu_limit}
+    limits = gpu_limit if isinstance(gpu_limit, dict) else {vendors.default_vendor().resource: gpu_limit}
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": "gpuportal-gpus", "namespace": namespace_name(prefix, tenant), "labels": MANAGED_BY},
             "spec": {"hard": {f"requests.{name}": str(limit) for name, limit in sorted(limits.items())}}}
@@ -240,25 +214,26 @@ def headless_service(prefix: str, spec: JobSpec) -> dict:
 
 def device_resource(vendor: str, model: str = "", overrides: dict | None = None) -> str:
     """The extended resource one whole device of ``model`` (made by ``vendor``) is asked for by: the cluster's
-    ``accelerator_resources`` for the model, else for the vendor, else the vendor's device plugin's name."""
+    ``accelerator_resources`` for the model, else for the vendor, else the vendor's device plugin's name (for
+    the model's family where the plugin advertises it under its own, an Ascend 310P)."""
     overrides = overrides or {}
     if model and overrides.get(model):
         return str(overrides[model])
     if overrides.get(vendor):
         return str(overrides[vendor])
-    if vendor == "huawei":
-        for family, name in ASCEND_FAMILIES:
-            if model.startswith(family):
-                return name
-    return VENDOR_RESOURCES.get(vendor, VENDOR_RESOURCES[DEFAULT_VENDOR])
+    record = vendors.vendor_or_default(vendor)
+    for family, name in record.model_resources:
+        if model.startswith(family):
+            return name
+    return record.resource
 
 
-def vnpu_tiers(resource: str) -> list[tuple[int, dict]]:
-    """The documented static vNPU templates of an Ascend device resource as share tiers: (largest share in
-    milli-devices the template holds, its resources). Resources without documented templates (a cluster's own
-    name) use the Ascend 910's."""
-    cores, templates = ASCEND_VNPU_TEMPLATES.get(resource, ASCEND_VNPU_TEMPLATES["huawei.com/Ascend910"])
-    return [(1000 * n // cores, {f"{resource}-{n}c": "1"}) for n in templates]
+def partition_tiers(record: Vendor, resource: str) -> list[tuple[int, dict]]:
+    """The vendor's static partitions of a device resource (Ascend's vNPU templates) as share tiers: (largest
+    share in milli-devices the partition holds, its resources). A resource without documented partitions (a
+    cluster's own name) uses those of the vendor's own resource."""
+    found = record.partitions.get(resource) or record.partitions[record.resource]
+    return [(1000 * n // found.cores, {f"{resource}-{n}c": "1"}) for n in found.templates]
 
 
 def _share_mapping(spec: JobSpec, resource: str, share_resources: dict | None):
@@ -268,17 +243,19 @@ def _share_mapping(spec: JobSpec, resource: str, share_resources: dict | None):
 
     ``Cluster.gpu_share_resources`` is either one flat mapping (NVIDIA's, as before vendors) or one entry per
     vendor (``{"huawei": [[125, {"huawei.com/Ascend910-4c": 1}], ...], "hygon": {"hygon.com/dcunum": 1, ...}}``).
-    Without an entry: NVIDIA uses HAMi's names, Ascend the documented vNPU templates, the others none."""
+    Without an entry: the vendor's record says (NVIDIA: HAMi's names, Ascend: the documented vNPU templates,
+    the others none)."""
     share_resources = share_resources or {}
-    per_vendor = any(key in VENDOR_RESOURCES for key in share_resources)
+    per_vendor = any(key in vendors.VENDORS for key in share_resources)
     if per_vendor and spec.vendor in share_resources:
         return share_resources[spec.vendor]
     if share_resources and not per_vendor and spec.vendor == DEFAULT_VENDOR:
         return share_resources
-    if spec.vendor == DEFAULT_VENDOR:
-        return DEFAULT_SHARE_RESOURCES
-    if spec.vendor == "huawei":
-        return vnpu_tiers(resource)
+    record = vendors.vendor_or_default(spec.vendor)
+    if record.share_resources:
+        return dict(record.share_resources)
+    if record.partitions:
+        return partition_tiers(record, resource)
     return None
 
 
@@ -303,14 +280,14 @@ def gpu_limits(spec: JobSpec, share_resources: dict | None = None, accelerator_r
     return {filled(name): filled(value) for name, value in mapping.items()}
 
 
-def _vendor_env(spec: JobSpec) -> dict:
-    """The vendor's runtime and collective-library settings (see ``VENDOR_ENV``)."""
-    env = dict(VENDOR_ENV.get(spec.vendor, {}))
-    visibility = VISIBILITY_VARIABLES.get(spec.vendor)
-    if visibility:
-        env[visibility] = ",".join(str(i) for i in range(max(1, spec.gpus_per_node)))
-    if spec.vendor == "huawei" and spec.node_count > 1:
-        env["HCCL_CONNECT_TIMEOUT"] = str(HCCL_CONNECT_TIMEOUT_SECONDS)
+def _vendor_env(record: Vendor, spec: JobSpec) -> dict:
+    """The vendor's runtime and collective-library settings (``Vendor.env``, the visible devices, and what
+    ranks on several nodes need)."""
+    env = dict(record.env)
+    if record.sets_visible_devices:
+        env[record.visible_devices] = ",".join(str(i) for i in range(max(1, spec.gpus_per_node)))
+    if spec.node_count > 1:
+        env.update(record.multi_node_env)
     return env
 
 
@@ -337,10 +314,11 @@ def _env(spec: JobSpec, portal_url: str) -> list[dict]:
     if spec.resume_from:
         env.append({"name": "GPUPORTAL_RESUME_FROM", "value": spec.resume_from})
     env.append({"name": "GPUPORTAL_ACCELERATOR_VENDOR", "value": spec.vendor})
-    env.extend({"name": k, "value": v} for k, v in _vendor_env(spec).items() if k not in spec.env)
-    if spec.vendor == "huawei" and spec.node_count > 1 and "HCCL_IF_IP" not in spec.env:
-        # HCCL's first contact between ranks goes over the pod's own address
-        env.append({"name": "HCCL_IF_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    record = vendors.vendor_or_default(spec.vendor)
+    env.extend({"name": k, "value": v} for k, v in _vendor_env(record, spec).items() if k not in spec.env)
+    if record.pod_ip_variable and spec.node_count > 1 and record.pod_ip_variable not in spec.env:
+        # the collective library's first contact between ranks goes over the pod's own address
+        env.append({"name": record.pod_ip_variable, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     env.extend(_kind_env(spec))
     env.extend({"name": k, "value": str(v)} for k, v in sorted(spec.env.items()))
     return env
@@ -507,17 +485,18 @@ def notebook_ingress(prefix: str, spec: JobSpec, ingress: IngressConfig) -> dict
     portal = ingress.portal_url.rstrip("/")
     return _ingress(prefix, spec, ingress, name=object_name(spec), object_labels=labels(spec),
                     path=notebook_path(spec.id), path_type="Prefix", service=object_name(spec), port=NOTEBOOK_PORT,
-                    auth_url=f"{portal}/jobs/{spec.id}/open-auth/")
+                    auth_url=portal + portal_path("scheduling:notebook-auth", spec.id))
 
 
 def group_ingress(prefix: str, spec: JobSpec, ingress: IngressConfig) -> dict:
     """``/services/<id>/…`` on the ingress host, rewritten to ``/…`` for the server; nginx asks the portal
     (``/services/<id>/auth/``) first."""
     portal = ingress.portal_url.rstrip("/")
+    service_path = portal_path("scheduling:service-detail", spec.group_id).rstrip("/")
     return _ingress(prefix, spec, ingress, name=group_service_name(spec.group_id), object_labels=group_labels(spec),
-                    path=f"/services/{spec.group_id}(/|$)(.*)", path_type="ImplementationSpecific",
+                    path=service_path + "(/|$)(.*)", path_type="ImplementationSpecific",
                     service=group_service_name(spec.group_id), port=spec.port,
-                    auth_url=f"{portal}/services/{spec.group_id}/auth/",
+                    auth_url=portal + portal_path("scheduling:service-auth", spec.group_id),
                     extra={"nginx.ingress.kubernetes.io/use-regex": "true",
                            "nginx.ingress.kubernetes.io/rewrite-target": "/$2"})
 
@@ -585,13 +564,10 @@ def example_spec(kind: str = "single-node") -> JobSpec:
     return JobSpec(**base, gpus_per_node=2, node_count=1, nodes=("gpu-01",))
 
 
-#: A single-node job per vendor other than NVIDIA: (vendor, model, image, node) for ``--example <name>``.
-VENDOR_EXAMPLES = {
-    "amd": ("amd", "MI300X", "registry.local/pytorch:2.4-rocm6.2", "mi300x-01"),
-    "ascend": ("huawei", "Ascend910B", "registry.local/pytorch-npu:2.4-cann8.0", "ascend-01"),
-    "cambricon": ("cambricon", "MLU370-X8", "registry.local/pytorch-mlu:2.1-neuware", "mlu-01"),
-    "hygon": ("hygon", "K100", "registry.local/pytorch:2.1-dtk24.04", "dcu-01"),
-}
+#: A single-node job per vendor whose record has an example (all but NVIDIA's, the other shapes): (vendor, model,
+#: image, node) for ``--example <name>``, by name.
+VENDOR_EXAMPLES = dict(sorted((v.example.name, (v.name, v.example.model, v.example.image, v.example.node))
+                              for v in vendors.VENDORS.values() if v.example))
 EXAMPLES = ("single-node", "multi-node", "fractional", "resumed")
 #: The shapes of the other kinds of work (notebook, service replica, array task).
 WORKLOAD_EXAMPLES = ("notebook", "inference-service", "array")

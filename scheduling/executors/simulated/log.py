@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
+from fleet import vendors
 from fleet.catalogue import vendor_of
 from scheduling.models import FailureCategory, JobAllocation, JobStatus
 
@@ -52,7 +53,7 @@ class Run:
     exit_code: int | None = None
     failing_gpu: int = 0
     faulted: bool = False  # the node agent reported the fault (rather than the plan)
-    vendor: str = "nvidia"  # whose devices it ran on: its stack, libraries and errors read as theirs
+    vendor: str = vendors.DEFAULT_VENDOR  # whose devices it ran on: its stack, libraries and errors read as theirs
 
     @property
     def pod_count(self) -> int:
@@ -124,57 +125,12 @@ def exit_code_of(ending: str | None, plan: dict) -> int | None:
 
 # --- the lines ---------------------------------------------------------------------------------------------
 
-#: What a program prints on each vendor's devices (its software stack, the variable naming its devices, the
-#: collective library, and the lines of each kind of failure), so a simulated failure reads as a real one would
-#: on that hardware and is diagnosed by that vendor's rules. ``{gpu}``, ``{total}``, ``{free}``, ``{used}``,
-#: ``{pci}`` are filled in.
-VENDOR_LINES = {
-    "nvidia": {
-        "stack": "torch 2.4.0+cu124", "visible": "CUDA_VISIBLE_DEVICES",
-        "library": "NCCL INFO NCCL version 2.21.5+cuda12.4", "comm": [],
-        "oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU {gpu} has a total "
-               "capacity of {total} GiB of which {free} GiB is free. Of the allocated memory {used} GiB is allocated "
-               "by PyTorch.",
-        "missing": "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
-        "device": "RuntimeError: CUDA error: unspecified launch failure",
-        "driver": "NVRM: Xid (PCI:0000:{pci}:00): 79, pid=2231, name=python, GPU has fallen off the bus.",
-    },
-    "amd": {
-        "stack": "torch 2.4.0+rocm6.1", "visible": "HIP_VISIBLE_DEVICES",
-        "library": "RCCL version 2.20.5+hip6.1", "comm": ["RCCL WARN NET/Socket : peer closed the connection"],
-        "oom": "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.50 GiB. GPU {gpu} has a total "
-               "capacity of {total} GiB of which {free} GiB is free.",
-        "missing": "ImportError: libamdhip64.so.6: cannot open shared object file: No such file or directory",
-        "device": "RuntimeError: HIP error: an illegal memory access was encountered",
-        "driver": "amdgpu 0000:{pci}:00.0: amdgpu: RAS: uncorrectable error detected (poison consumed) on GPU {gpu}",
-    },
-    "huawei": {
-        "stack": "torch 2.1.0, torch_npu 2.1.0.post6", "visible": "ASCEND_RT_VISIBLE_DEVICES",
-        "library": "HCCL version 7.3", "comm": [
-            "[ERROR] HCCL(2231,python): [hccl_communicator.cc:412] HCCL_E_TIMEOUT: EI0006: Getting socket times "
-            "out."],
-        "oom": "RuntimeError: NPU out of memory. Tried to allocate 2.50 GiB (NPU {gpu}; {total} GiB total "
-               "capacity; {free} GiB free)",
-        "missing": "ImportError: libascendcl.so: cannot open shared object file: No such file or directory",
-        "device": "RuntimeError: ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR: HBM multi-bit ECC error on NPU {gpu}",
-        "driver": "npu-smi: NPU {gpu} health Alarm, alarm code: 0x80E01801 (HBM multi-bit ECC error)",
-    },
-    "cambricon": {
-        "stack": "torch 2.1.0, torch_mlu 1.20.0", "visible": "MLU_VISIBLE_DEVICES",
-        "library": "CNCL version 1.17.0", "comm": ["CNCL ERROR: cnclRemoteError: a remote rank exited or the "
-                                                   "network failed"],
-        "oom": "RuntimeError: MLU out of memory. Tried to allocate 2.50 GiB (MLU {gpu}; {total} GiB total)",
-        "missing": "ImportError: libcnrt.so: cannot open shared object file: No such file or directory",
-        "device": "RuntimeError: CN_ERROR_ECC: uncorrectable ECC error on MLU {gpu}",
-        "driver": "cambricon 0000:{pci}:00.0: MLU {gpu}: uncorrectable ECC error",
-    },
-}
-VENDOR_LINES["hygon"] = {**VENDOR_LINES["amd"], "stack": "torch 2.1.0+das1.1.dtk24.04",
-                         "library": "RCCL version 2.18.3+dtk24.04"}
-
-
-def _vendor(run: Run) -> dict:
-    return VENDOR_LINES.get(run.vendor, VENDOR_LINES["nvidia"])
+def _vendor(run: Run) -> vendors.Vendor:
+    """The vendor of the devices the run had: what its program prints (``Vendor.log``: its software stack, the
+    collective library, the lines of each kind of failure, with ``{gpu}``, ``{total}``, ``{free}``, ``{used}``,
+    ``{pci}`` filled in here) makes a simulated failure read as a real one would on that hardware, and be
+    diagnosed by that vendor's rules."""
+    return vendors.vendor_or_default(run.vendor)
 
 
 def _stamp(moment: datetime) -> str:
@@ -185,11 +141,11 @@ def _banner(run: Run, index: int) -> list[str]:
     node, gpus = run.nodes[min(index, len(run.nodes) - 1)], run.gpus_per_node
     lines = [f"gpuportal-sim: job {run.job_id} attempt {run.attempt}, pod {run.pod_name(index)} on {node} "
              f"({gpus} x {run.gpu_model})", f"image {run.image}", f"+ {run.command or '(image entrypoint)'}",
-             f"{_vendor(run)['stack']}, {gpus} device(s) visible: "
-             f"{_vendor(run)['visible']}={','.join(map(str, range(gpus)))}"]
+             f"{_vendor(run).log.stack}, {gpus} device(s) visible: "
+             f"{_vendor(run).visible_devices}={','.join(map(str, range(gpus)))}"]
     if run.pod_count > 1:
         lines += [f"rendezvous: node rank {index} of {run.pod_count}, world size {run.pod_count * gpus}, "
-                  f"master {run.nodes[0]}:29500", _vendor(run)["library"]]
+                  f"master {run.nodes[0]}:29500", _vendor(run).log.library]
     if index == 0:
         lines.append("training starts")
     return lines
@@ -255,7 +211,7 @@ def _ending(run: Run, index: int, step: int, loss: float, stamp: str) -> list[st
     if ending == FailureCategory.COMMUNICATION:
         timeout_ms = max(round(WATCHDOG_SECONDS * 1000 * run.scale), 1)  # the hang, within the run
         hung_ms = round(min(WATCHDOG_SECONDS * run.scale, (run.stopped - run.started).total_seconds()) * 1000)
-        return [*_vendor(run)["comm"],
+        return [*_vendor(run).log.comm,
                 f"[rank{rank}]:[E ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation "
                 f"timeout: WorkNCCL(SeqNum={step * 3 + 1}, OpType=ALLREDUCE, NumelIn=16777216, NumelOut=16777216, "
                 f"Timeout(ms)={timeout_ms}) ran for {hung_ms} milliseconds before timing out.",
@@ -266,15 +222,15 @@ def _ending(run: Run, index: int, step: int, loss: float, stamp: str) -> list[st
         if run.exit_code == 137:  # the container's memory, not the GPU's: the kernel killed a loader worker
             return ["RuntimeError: DataLoader worker (pid 2311) is killed by signal: Killed."]
         total = run.gpu_memory_gib
-        return _traceback("loss.backward()", _vendor(run)["oom"].format(
+        return _traceback("loss.backward()", _vendor(run).log.oom.format(
             gpu=gpu, total=f"{total:.2f}", free=f"{total * 0.012:.2f}", used=f"{total * 0.95:.2f}"))
     if ending == FailureCategory.IMAGE:
-        return _traceback("import torch", _vendor(run)["missing"])
+        return _traceback("import torch", _vendor(run).log.missing)
     if ending in (FailureCategory.NODE_FAULT, FailureCategory.GPU_FAULT):
-        device_error = _traceback("loss.backward()", _vendor(run)["device"].format(gpu=gpu))
+        device_error = _traceback("loss.backward()", _vendor(run).log.device.format(gpu=gpu))
         if run.faulted:  # the node agent saw it; the program only sees its device fail
             return device_error
-        return [_vendor(run)["driver"].format(gpu=gpu, pci=f"{0x18 + gpu * 0x10:02x}"), *device_error]
+        return [_vendor(run).log.driver.format(gpu=gpu, pci=f"{0x18 + gpu * 0x10:02x}"), *device_error]
     return _program_error(run, step)
 
 

@@ -24,7 +24,7 @@ class Command(BaseCommand):
         token = "<job token: issued at dispatch>"  # noqa: S105 - a placeholder, printed
         if example:
             spec = manifests.example_spec(example)
-            limits = {manifests.VENDOR_RESOURCES[manifests.DEFAULT_VENDOR]: 16}
+            limits = {manifests.device_resource(manifests.DEFAULT_VENDOR): 16}
             if spec.vendor != manifests.DEFAULT_VENDOR:  # the example tenant holds both vendors' devices
                 limits[manifests.device_resource(spec.vendor, spec.gpu_model)] = 16
             objects = [*manifests.for_tenant("gp-", spec.tenant, limits), manifests.priority_class(spec.task_type, 80),

@@ -11,4 +11,4 @@ class BreakGlassBackend(ModelBackend):
     directory; their existing sessions from a local sign-in end at the next request."""
 
     def user_can_authenticate(self, user):
-        return super().user_can_authenticate(user) and access.for_user(user).platform_admin
+        return super().user_can_authenticate(user) and access.is_platform_admin(user)

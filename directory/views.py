@@ -4,7 +4,7 @@ OpenID Connect redirect and callback, and the group mapping page for platform ad
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.forms.forms import NON_FIELD_ERRORS
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
@@ -100,21 +100,16 @@ class OIDCCallbackView(OIDCAuthenticationCallbackView):
         return _provider_failed(self.request)
 
 
-def _platform_admin(request):
-    if not access.for_user(request.user).platform_admin:
-        raise PermissionDenied
-
-
 def _groups_page(request, form, status=200):
     return render(request, "directory/groups.html", {
         "form": form, "mappings": GroupMapping.objects.select_related("tenant")}, status=status)
 
 
 @login_required
+@access.platform_admin_required
 def group_mappings(request):
     """Platform admins: the directory groups and what each gives; add a mapping (kept and explained when
     refused, with a 400)."""
-    _platform_admin(request)
     if request.method != "POST":
         return _groups_page(request, GroupMappingForm())
     form = GroupMappingForm(request.POST)
@@ -133,8 +128,8 @@ def group_mappings(request):
 
 @login_required
 @require_POST
+@access.platform_admin_required
 def remove_group_mapping(request, pk):
-    _platform_admin(request)
     mapping = get_object_or_404(GroupMapping.objects.select_related("tenant"), pk=pk)
     groups.remove_mapping(mapping)
     messages.success(request, _("Removed %(mapping)s. People lose what it gave them at their next sign-in or the "

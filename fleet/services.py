@@ -21,7 +21,7 @@ MAX_ADMIN_REASON = 500
 def set_node_admin_state(user, node: Node, state: str, reason: str = "") -> Node:
     """Cordon, drain or reactivate a node; recorded as a node event with the actor and as an audit record.
     The layers above hear of it (``capacity_changed``): scheduling runs a pass."""
-    if not access.for_user(user).platform_admin:
+    if not access.is_platform_admin(user):
         raise PermissionDenied(_("Only platform admins may change a node's state."))
     if state not in AdminState.values:
         raise ValidationError({"state": _("Unknown node state %(s)r.") % {"s": state}})

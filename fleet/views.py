@@ -36,7 +36,7 @@ def _node_page(request, node, new_token="", reason="", reason_error="", status=2
     return render(request, "fleet/node_detail.html", {
         "node": node, "gpus": gpu_rows(request.user, node.gpus.all()),
         "host": node_series([node.pk]).get(node.pk, {}), "events": node.events.select_related("actor", "gpu")[:200],
-        "can_admin": access.for_user(request.user).platform_admin, "new_token": new_token,
+        "can_admin": access.is_platform_admin(request.user), "new_token": new_token,
         "admin_states": AdminState.choices, "reason": reason, "reason_error": reason_error,
         "max_reason": services.MAX_ADMIN_REASON}, status=status)
 
@@ -53,7 +53,7 @@ def node_detail(request, name):
 def node_action(request, name):
     """Platform admins: cordon / drain / reactivate a node, or issue its agent token (shown once)."""
     node = get_object_or_404(Node.objects.select_related("cluster"), name=name)
-    if not access.for_user(request.user).platform_admin:
+    if not access.is_platform_admin(request.user):
         raise PermissionDenied
     action = request.POST.get("action", "")
     if action == "issue_token":

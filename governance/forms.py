@@ -1,9 +1,10 @@
 """The request form carries what the user typed; ``services.validate_request`` (shared with the API)
-checks it and its messages are attached to the fields."""
+checks it and its messages are attached to the fields. The limits the form shows are the service's."""
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.functional import lazy
 from django.utils.translation import gettext_lazy as _
 
 from fleet.catalogue import gpu_model_catalogue
@@ -26,6 +27,14 @@ FIELDS_BY_KIND = {
 }
 
 
+def _runtime_help():
+    """The longest runtime an extension may ask for, in the reader's language when the form is shown (lazy:
+    not at import)."""
+    most = services.MAX_EXTENDED_RUNTIME_MINUTES
+    return lazy(lambda: str(_("Longer runtime: up to %(max)d (%(days)d days).")) % {
+        "max": most, "days": most // (24 * 60)}, str)()
+
+
 class RequestForm(forms.Form):
     kind = forms.ChoiceField(label=_("What do you ask for?"), choices=KIND_CHOICES)
     justification = forms.CharField(label=_("Justification"), widget=forms.Textarea(attrs={"rows": 4}),
@@ -36,7 +45,7 @@ class RequestForm(forms.Form):
     task_type = forms.ChoiceField(label=_("Wanted task type"), required=False,
                                   help_text=_("Higher priority: the priority class to move the job to."))
     max_runtime_minutes = forms.CharField(label=_("New max runtime (minutes)"), required=False,
-                                          help_text=_("Longer runtime: up to 43200 (30 days)."))
+                                          help_text=_runtime_help())
     tenant = forms.ChoiceField(label=_("Tenant"), required=False,
                                help_text=_("Burst, reservation and quota: the tenant concerned."))
     gpu_model = forms.ChoiceField(label=_("GPU model"), required=False)

@@ -22,7 +22,7 @@ from audit.models import AuditAction
 from fleet.models import GpuReading
 from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus, WorkloadKind
-from scheduling.tasks import request_scheduling_pass
+from scheduling.triggers import request_scheduling_pass
 from scheduling.workloads.queries import live_state
 
 from .models import IdlePolicy, IdleWatch, NotificationKind
@@ -127,7 +127,7 @@ def _warn(job: Job, rule: Rule, evidence: dict, now) -> None:
         IdleWatch.objects.create(job=job, warned_at=now, evidence=evidence)
         job_actions.note(job, JobEvent.Kind.RECLAMATION, text, data=evidence, at=now)
     notify([job.owner], NotificationKind.RECLAMATION_WARNING, lambda: _("Job #%(id)d %(name)s is idle") % {
-        "id": job.pk, "name": job.name}, text, f"/jobs/{job.pk}/")
+        "id": job.pk, "name": job.name}, text, job.get_absolute_url())
 
 
 def _reclaim(job: Job, watch: IdleWatch, evidence: dict, now) -> None:
@@ -140,5 +140,5 @@ def _reclaim(job: Job, watch: IdleWatch, evidence: dict, now) -> None:
         audit.record(AuditAction.JOB_RECLAIM, job, actor=None, reason=text, before={"status": JobStatus.RUNNING},
                      after={"status": JobStatus.CANCELLED, "evidence": evidence})
     notify([job.owner], NotificationKind.RECLAMATION_ACTION, lambda: _("Job #%(id)d %(name)s was reclaimed") % {
-        "id": job.pk, "name": job.name}, text, f"/jobs/{job.pk}/")
+        "id": job.pk, "name": job.name}, text, job.get_absolute_url())
     request_scheduling_pass()

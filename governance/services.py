@@ -9,7 +9,8 @@ own request, whatever roles they hold.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import TypedDict
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -20,10 +21,10 @@ from django.utils.translation import gettext as _
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.validation import moment, whole_number
+from gpuportal.validation import Refusals, keyed, parse_moment, parse_whole_number, refuse
 from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobStatus, TaskType
-from scheduling.tasks import request_scheduling_pass
+from scheduling.triggers import request_scheduling_pass
 from tenants import access, quotas
 from tenants.models import Quota, Role, Tenant
 
@@ -36,6 +37,8 @@ K = RequestKind
 MAX_EXTENDED_RUNTIME_MINUTES = 30 * 24 * 60
 MAX_WINDOW = timedelta(days=90)
 MIN_JUSTIFICATION, MAX_JUSTIFICATION = 10, 5000
+#: The most GPUs a quota change may name as guaranteed or as the limit.
+MAX_QUOTA_GPUS = 100000
 #: The longest comment an approver may leave with a decision (refused above it, never cut).
 MAX_COMMENT = 2000
 PLATFORM_KINDS = (K.BURST, K.RESERVATION, K.QUOTA)
@@ -49,108 +52,139 @@ def requests_for(user):
 # --- submitting --------------------------------------------------------------------------------------------
 
 
-def _job(user, data, errors):
+def _job(user, data) -> Job:
     raw = data.get("job")
     try:
         job = Job.objects.visible_to(user).select_related("task_type", "tenant").get(pk=int(str(raw)))
     except (TypeError, ValueError, Job.DoesNotExist):
-        errors["job"] = _("Give the id of one of your tenants' jobs.")
-        return None
+        refuse("job", _("Give the id of one of your tenants' jobs."))
     if job.is_terminal:
-        errors["job"] = _("Job #%(id)d has already ended.") % {"id": job.pk}
-        return None
+        refuse("job", _("Job #%(id)d has already ended.") % {"id": job.pk})
     if not access.can_manage_job(user, job.tenant_id, job.owner_id):
-        errors["job"] = _("Only the job's owner or a tenant admin may ask for it.")
-        return None
+        refuse("job", _("Only the job's owner or a tenant admin may ask for it."))
     return job
 
 
-def _tenant(user, data, errors, roles):
+def _tenant(user, data, roles) -> Tenant:
     name = str(data.get("tenant", "")).strip()
     tenant = Tenant.objects.visible_to(user).filter(name=name).first() if name else None
     if tenant is None:
         mine = [t for t in Tenant.objects.visible_to(user) if access.has_role(user, t.pk, roles)]
         if not name and len(mine) == 1:
             return mine[0]
-        errors["tenant"] = _("Give one of your tenants.")
-        return None
-    if not access.has_role(user, tenant.pk, roles) and not access.for_user(user).platform_admin:
-        errors["tenant"] = _("You may not ask for tenant %(t)s.") % {"t": tenant.name}
-        return None
+        refuse("tenant", _("Give one of your tenants."))
+    if not access.has_role(user, tenant.pk, roles) and not access.is_platform_admin(user):
+        refuse("tenant", _("You may not ask for tenant %(t)s.") % {"t": tenant.name})
     return tenant
 
 
-def _gpu_model(data, errors):
+def _gpu_model(data) -> tuple[str, int]:
+    """The GPU model named and how many GPUs of it the fleet has."""
     model = str(data.get("gpu_model", "")).strip()
     catalogue = gpu_model_catalogue()
     if model not in catalogue:
-        errors["gpu_model"] = _("Unknown GPU model %(m)r; known: %(k)s.") % {
-            "m": model, "k": ", ".join(catalogue) or "-"}
-        return None, 0
+        refuse("gpu_model", _("Unknown GPU model %(m)r; known: %(k)s.") % {
+            "m": model, "k": ", ".join(catalogue) or "-"})
     return model, catalogue[model].total_gpus
 
 
-def _window(data, errors, now):
-    start, end = moment(errors, data, "start", _("Start")), moment(errors, data, "end", _("End"))
-    if start and end:
-        if end <= start:
-            errors["end"] = _("End must be after the start.")
-        elif end <= now:
-            errors["end"] = _("End must be in the future.")
-        elif end - start > MAX_WINDOW:
-            errors["end"] = _("A window may last at most %(d)d days.") % {"d": MAX_WINDOW.days}
-    return start, end
+def _window_end(start, end, now) -> None:
+    if end <= start:
+        refuse("end", _("End must be after the start."))
+    if end <= now:
+        refuse("end", _("End must be in the future."))
+    if end - start > MAX_WINDOW:
+        refuse("end", _("A window may last at most %(d)d days.") % {"d": MAX_WINDOW.days})
 
 
-def validate_request(user, data) -> tuple[dict, dict]:
-    """The fields of a new request from ``data`` (form or JSON), or errors keyed by field."""
-    errors: dict[str, str] = {}
-    now = timezone.now()
-    kind = str(data.get("kind", "")).strip()
-    if kind not in K.values or kind == K.ADMISSION:
-        errors["kind"] = _("kind must be one of priority, burst, reservation, runtime_extension, quota.")
-        return {}, errors
+def _justification(data) -> str:
     justification = str(data.get("justification", "")).strip()
     if len(justification) < MIN_JUSTIFICATION:
-        errors["justification"] = _("Say why, in at least %(n)d characters: approvers decide from it.") % {
-            "n": MIN_JUSTIFICATION}
-    elif len(justification) > MAX_JUSTIFICATION:
-        errors["justification"] = _("At most %(n)d characters (got %(got)d).") % {
-            "n": MAX_JUSTIFICATION, "got": len(justification)}
-    fields = {"kind": kind, "justification": justification}
+        refuse("justification", _("Say why, in at least %(n)d characters: approvers decide from it.") % {
+            "n": MIN_JUSTIFICATION})
+    if len(justification) > MAX_JUSTIFICATION:
+        refuse("justification", _("At most %(n)d characters (got %(got)d).") % {
+            "n": MAX_JUSTIFICATION, "got": len(justification)})
+    return justification
+
+
+def _wanted_task_type(data, job: Job | None) -> TaskType:
+    wanted = TaskType.objects.filter(code=str(data.get("task_type", "")).strip()).first()
+    if wanted is None:
+        refuse("task_type", _("Give the wanted task type (one of %(c)s).") % {
+            "c": ", ".join(TaskType.objects.values_list("code", flat=True))})
+    if job and wanted.priority <= job.priority:
+        refuse("task_type", _("%(t)s (priority %(p)d) is not above the job's priority %(q)d.") % {
+            "t": wanted.code, "p": wanted.priority, "q": job.priority})
+    return wanted
+
+
+def _quota_limit(guaranteed: int, limit: int) -> None:
+    if limit < guaranteed:
+        refuse("limit", _("The limit (%(l)d) must be at least the guaranteed GPUs (%(g)d).") % {
+            "l": limit, "g": guaranteed})
+
+
+class RequestFields(TypedDict, total=False):
+    """A new request's fields, checked: those of its kind only (``PriorityRequest``'s columns)."""
+
+    kind: str
+    justification: str
+    job: Job | None
+    tenant: Tenant | None
+    task_type: TaskType | None
+    max_runtime_minutes: int | None
+    gpu_model: str
+    gpus: int | None
+    start: datetime | None
+    end: datetime | None
+    guaranteed: int | None
+    limit: int | None
+
+
+def validate_request(user, data) -> RequestFields:
+    """The fields of a new request from ``data`` (the form's text or the API's validated body), checked; one
+    ValidationError naming each bad field otherwise (an unknown kind alone, since the kind says what else
+    to check)."""
+    refusals = Refusals()
+    attempt = refusals.attempt
+    kind = str(data.get("kind", "")).strip()
+    if kind not in K.values or kind == K.ADMISSION:
+        refuse("kind", _("kind must be one of priority, burst, reservation, runtime_extension, quota."))
+    fields = RequestFields(kind=kind, justification=str(data.get("justification", "")).strip())
+    attempt(_justification, data)
     if kind in (K.PRIORITY, K.RUNTIME_EXTENSION):
-        job = _job(user, data, errors)
+        job = attempt(_job, user, data)
         fields.update(job=job, tenant=job.tenant if job else None)
         if kind == K.PRIORITY:
-            wanted = TaskType.objects.filter(code=str(data.get("task_type", "")).strip()).first()
-            if wanted is None:
-                errors["task_type"] = _("Give the wanted task type (one of %(c)s).") % {
-                    "c": ", ".join(TaskType.objects.values_list("code", flat=True))}
-            elif job and wanted.priority <= job.priority:
-                errors["task_type"] = _("%(t)s (priority %(p)d) is not above the job's priority %(q)d.") % {
-                    "t": wanted.code, "p": wanted.priority, "q": job.priority}
-            fields["task_type"] = wanted
+            fields["task_type"] = attempt(_wanted_task_type, data, job)
         else:
             minimum = ((job.max_runtime_minutes or 0) + 1) if job else 1
-            fields["max_runtime_minutes"] = whole_number(errors, data, "max_runtime_minutes", minimum,
-                                                 MAX_EXTENDED_RUNTIME_MINUTES, _("Max runtime (minutes)"))
+            fields["max_runtime_minutes"] = attempt(
+                keyed, "max_runtime_minutes", parse_whole_number, data.get("max_runtime_minutes"), minimum,
+                MAX_EXTENDED_RUNTIME_MINUTES, _("Max runtime (minutes)"))
     elif kind in (K.BURST, K.RESERVATION):
-        fields["tenant"] = _tenant(user, data, errors, {Role.RESEARCHER, Role.APPROVER, Role.TENANT_ADMIN})
-        model, total = _gpu_model(data, errors)
-        fields["gpu_model"] = model or ""
-        fields["gpus"] = whole_number(errors, data, "gpus", 1, max(total, 1), _("GPUs")) if model else None
-        fields["start"], fields["end"] = _window(data, errors, now)
+        fields["tenant"] = attempt(_tenant, user, data, {Role.RESEARCHER, Role.APPROVER, Role.TENANT_ADMIN})
+        model, total = attempt(_gpu_model, data) or ("", 0)
+        fields["gpu_model"] = model
+        fields["gpus"] = attempt(keyed, "gpus", parse_whole_number, data.get("gpus"), 1, max(total, 1),
+                                 _("GPUs")) if model else None
+        start = attempt(keyed, "start", parse_moment, data.get("start"), _("Start"))
+        end = attempt(keyed, "end", parse_moment, data.get("end"), _("End"))
+        if start and end:
+            attempt(_window_end, start, end, timezone.now())
+        fields.update(start=start, end=end)
     else:  # quota: tenant admins ask the platform
-        fields["tenant"] = _tenant(user, data, errors, {Role.TENANT_ADMIN})
-        model, total = _gpu_model(data, errors)
-        fields["gpu_model"] = model or ""
-        guaranteed = whole_number(errors, data, "guaranteed", 0, 100000, _("Guaranteed GPUs"))
-        limit = whole_number(errors, data, "limit", 0, 100000, _("Limit GPUs"))
-        if guaranteed is not None and limit is not None and limit < guaranteed:
-            errors["limit"] = _("The limit (%(l)d) must be at least the guaranteed GPUs (%(g)d).") % {
-                "l": limit, "g": guaranteed}
+        fields["tenant"] = attempt(_tenant, user, data, {Role.TENANT_ADMIN})
+        fields["gpu_model"] = (attempt(_gpu_model, data) or ("", 0))[0]
+        guaranteed = attempt(keyed, "guaranteed", parse_whole_number, data.get("guaranteed"), 0, MAX_QUOTA_GPUS,
+                             _("Guaranteed GPUs"))
+        limit = attempt(keyed, "limit", parse_whole_number, data.get("limit"), 0, MAX_QUOTA_GPUS, _("Limit GPUs"))
+        if guaranteed is not None and limit is not None:
+            attempt(_quota_limit, guaranteed, limit)
         fields.update(guaranteed=guaranteed, limit=limit)
-    return fields, errors
+    refusals.raise_any()
+    return fields
 
 
 def impact_of(request: PriorityRequest) -> dict:
@@ -181,9 +215,7 @@ def _scope(kind: str, impact: dict) -> str:
 
 
 def submit_request(user, data) -> PriorityRequest:
-    fields, errors = validate_request(user, data)
-    if errors:
-        raise ValidationError(errors)
+    fields = validate_request(user, data)
     request = PriorityRequest(requester=user, expires_at=timezone.now() + timedelta(
         hours=settings.GOVERNANCE["REQUEST_TTL_HOURS"]), **fields)
     request.impact = impact_of(request)
@@ -209,7 +241,7 @@ def _announce_submitted(request: PriorityRequest) -> None:
     notify([u for u in approvers if u.pk != request.requester_id], NotificationKind.REQUEST_SUBMITTED,
            lambda: _("%(user)s asks: %(kind)s (%(tenant)s)") % {"user": request.requester.get_username(),
                                                      "kind": request.get_kind_display(), "tenant": request.tenant.name},
-           request.justification, f"/requests/{request.pk}/")
+           request.justification, request.get_absolute_url())
 
 
 # --- deciding ----------------------------------------------------------------------------------------------
@@ -223,13 +255,11 @@ def decision_refusal(user, request: PriorityRequest) -> str:
         return _("Nobody decides their own request, whatever roles they hold.")
     if request.job_id and request.job.owner_id == user.pk:  # asked by someone else, it still favours them
         return _("Nobody decides a request about their own job, whatever roles they hold.")
-    if access.for_user(user).platform_admin:
+    if access.can_decide(user, request.tenant_id, platform_wide=request.scope == ApproverScope.PLATFORM):
         return ""
     if request.scope == ApproverScope.PLATFORM:
         return _("This request affects other tenants: a platform approver decides it.")
-    if not access.has_role(user, request.tenant_id, {Role.APPROVER}):
-        return _("Only an approver of tenant %(t)s decides this request.") % {"t": request.tenant.name}
-    return ""
+    return _("Only an approver of tenant %(t)s decides this request.") % {"t": request.tenant.name}
 
 
 def decide(user, request: PriorityRequest, approve: bool, comment: str = "") -> PriorityRequest:
@@ -252,7 +282,7 @@ def decide(user, request: PriorityRequest, approve: bool, comment: str = "") -> 
             if _scope(request.kind, request.impact) == ApproverScope.PLATFORM:
                 request.scope = ApproverScope.PLATFORM
                 request.save(update_fields=["impact", "scope", "last_updated"])
-                if not access.for_user(user).platform_admin:
+                if not access.can_decide(user, request.tenant_id, platform_wide=True):
                     others = ", ".join(request.impact["other_tenants_preempted"])
                     raise PermissionDenied(_("Approving it now would preempt jobs of %(t)s: a platform approver "
                                              "decides it.") % {"t": others})
@@ -267,7 +297,7 @@ def decide(user, request: PriorityRequest, approve: bool, comment: str = "") -> 
     notify([request.requester], NotificationKind.REQUEST_DECIDED,
            lambda: _("Your request #%(id)d was %(state)s by %(user)s") % {
                "id": request.pk, "state": request.get_state_display().lower(), "user": user.get_username()},
-           comment, f"/requests/{request.pk}/")
+           comment, request.get_absolute_url())
     request_scheduling_pass()
     return request
 
@@ -331,7 +361,7 @@ def expire(request: PriorityRequest, now=None) -> bool:
                      after={"state": RequestState.EXPIRED}, reason=_("Undecided until %(t)s.") % {
                          "t": request.expires_at.isoformat(timespec="minutes")})
     notify([request.requester], NotificationKind.REQUEST_DECIDED,
-           lambda: _("Your request #%(id)d expired undecided") % {"id": request.pk}, "", f"/requests/{request.pk}/")
+           lambda: _("Your request #%(id)d expired undecided") % {"id": request.pk}, "", request.get_absolute_url())
     return True
 
 

@@ -9,8 +9,11 @@ Three places apply the same rules, so that no view needs a check of its own:
 * ``JSONObjectParser`` reads every API body: one JSON object (a list, a string, ``null``, malformed JSON or
   JSON nested too deeply is a 400 naming ``body``), and ``ContractFilterBackend`` every API query's filters.
 * The serializers (API, ``gpuportal.api.RequestSerializer``: exact JSON types, declared limits, no NUL or lone
-  surrogates) and the forms (pages) declare each field; the services parse values with ``whole_number``,
-  ``moment`` and ``calendar_month`` below, which never let a malformed value through.
+  surrogates) and the forms (pages) declare each field; the one validation function of an action (such as
+  ``submission.validate_job_request``) parses values with ``parse_whole_number``, ``parse_moment`` and
+  ``calendar_month`` below, which never let a malformed value through, and returns typed values. Each of its
+  rules checks one field and ``refuse``s it; ``Refusals`` collects them, so every bad field is named at once
+  in one ``ValidationError`` keyed by field.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from __future__ import annotations
 import json
 import re
 from datetime import date, datetime
+from typing import NoReturn
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.http import HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
@@ -55,13 +60,51 @@ def text_problem(value: str) -> str:
     return ""
 
 
-def whole_number(errors: dict, data: dict, field: str, minimum: int, maximum: int, label: str,
-                 too_large: str | None = None) -> int | None:
-    """Parse a whole number within [minimum, maximum]; on failure record a message naming the limit."""
-    raw = data.get(field)
+def refuse(field: str, message: str) -> NoReturn:
+    """Refuse ``field`` with ``message``: how a rule that checks one field answers (``Refusals`` collects it)."""
+    raise ValidationError({field: message})
+
+
+class Refusals:
+    """The refusals of one request's fields, collected in one place: each rule checks its own field and raises
+    (``refuse``), and every bad field is still reported at once, as one ``ValidationError`` keyed by field."""
+
+    def __init__(self):
+        self.by_field: dict[str, list[str]] = {}
+
+    def attempt(self, rule, *args):
+        """``rule(*args)``, or None with its refusal kept (a later refusal of the same field replaces it)."""
+        try:
+            return rule(*args)
+        except ValidationError as exc:
+            self.by_field.update(exc.message_dict)
+            return None
+
+    def __contains__(self, field: str) -> bool:
+        return field in self.by_field
+
+    def any_of(self, *fields: str) -> bool:
+        return any(field in self.by_field for field in fields)
+
+    def raise_any(self) -> None:
+        if self.by_field:
+            raise ValidationError(self.by_field)
+
+
+def keyed(field: str, parse, *args):
+    """``parse(*args)`` for a parser that refuses with a plain ``ValidationError`` (``parse_whole_number``,
+    ``parse_moment``), its refusal keyed by ``field``."""
+    try:
+        return parse(*args)
+    except ValidationError as exc:
+        raise ValidationError({field: exc.messages}) from None
+
+
+def parse_whole_number(raw, minimum: int, maximum: int, label: str, too_large: str | None = None) -> int:
+    """A whole number within [minimum, maximum] from ``raw`` (typed, or text as a form gives it);
+    ``ValidationError`` with a message naming the label and the limit otherwise."""
     if raw in (None, ""):
-        errors[field] = _("%(label)s is required.") % {"label": label}
-        return None
+        raise ValidationError(_("%(label)s is required.") % {"label": label})
     try:
         if isinstance(raw, bool) or (isinstance(raw, str) and len(raw) > 40):
             raise ValueError
@@ -69,25 +112,31 @@ def whole_number(errors: dict, data: dict, field: str, minimum: int, maximum: in
         if isinstance(raw, float) and raw != value:
             raise ValueError
     except (TypeError, ValueError, OverflowError):  # OverflowError: int(float("inf"))
-        errors[field] = _("%(label)s must be a whole number, not %(value)s.") % {
-            "label": label, "value": _shown(raw)}
-        return None
+        raise ValidationError(_("%(label)s must be a whole number, not %(value)s.") % {
+            "label": label, "value": _shown(raw)}) from None
     if value < minimum:
-        errors[field] = _("%(label)s must be at least %(min)d (got %(value)d).") % {
-            "label": label, "min": minimum, "value": value}
-        return None
+        raise ValidationError(_("%(label)s must be at least %(min)d (got %(value)d).") % {
+            "label": label, "min": minimum, "value": value})
     if value > maximum:
-        errors[field] = (too_large or _("%(label)s must be at most %(max)d (got %(value)d).")) % {
-            "label": label, "max": maximum, "value": value}
-        return None
+        raise ValidationError((too_large or _("%(label)s must be at most %(max)d (got %(value)d).")) % {
+            "label": label, "max": maximum, "value": value})
     return value
 
 
-def moment(errors: dict, data: dict, field: str, label: str) -> datetime | None:
-    """Parse an ISO date and time (``2026-12-01T09:00``, an offset optional; local time without one); on
-    failure record a message. Impossible dates (``2026-02-30``), hours (25), offsets (``+99:00``) and years
-    outside ``FIRST_YEAR``..``LAST_YEAR`` are refused, not raised."""
-    raw = data.get(field)
+def whole_number(errors: dict, data: dict, field: str, minimum: int, maximum: int, label: str,
+                 too_large: str | None = None) -> int | None:
+    """``parse_whole_number`` of ``data[field]``; on failure record its message under ``field``."""
+    try:
+        return parse_whole_number(data.get(field), minimum, maximum, label, too_large)
+    except ValidationError as exc:
+        errors[field] = exc.messages[0]
+        return None
+
+
+def parse_moment(raw, label: str) -> datetime:
+    """An ISO date and time (``2026-12-01T09:00``, an offset optional; local time without one) from ``raw``;
+    ``ValidationError`` naming the label otherwise. Impossible dates (``2026-02-30``), hours (25), offsets
+    (``+99:00``) and years outside ``FIRST_YEAR``..``LAST_YEAR`` are refused, not raised."""
     value = None
     if isinstance(raw, datetime):
         value = raw
@@ -99,10 +148,18 @@ def moment(errors: dict, data: dict, field: str, label: str) -> datetime | None:
     if value is not None and timezone.is_naive(value):
         value = timezone.make_aware(value) if FIRST_YEAR <= value.year <= LAST_YEAR else None
     if value is None or not FIRST_YEAR <= value.year <= LAST_YEAR:
-        errors[field] = _("%(label)s: give a date and time such as 2026-12-01T09:00 (years %(first)d to "
-                          "%(last)d).") % {"label": label, "first": FIRST_YEAR, "last": LAST_YEAR}
-        return None
+        raise ValidationError(_("%(label)s: give a date and time such as 2026-12-01T09:00 (years %(first)d to "
+                                "%(last)d).") % {"label": label, "first": FIRST_YEAR, "last": LAST_YEAR})
     return value
+
+
+def moment(errors: dict, data: dict, field: str, label: str) -> datetime | None:
+    """``parse_moment`` of ``data[field]``; on failure record its message under ``field``."""
+    try:
+        return parse_moment(data.get(field), label)
+    except ValidationError as exc:
+        errors[field] = exc.messages[0]
+        return None
 
 
 def calendar_month(text) -> date:

@@ -34,7 +34,7 @@ def report_scope(user, tenant_name: str | None) -> Tenant | None:
 
 
 def regenerate_report(user, month: date, tenant: Tenant | None, reason: str) -> MonthlyReport:
-    if not access.for_user(user).platform_admin:
+    if not access.is_platform_admin(user):
         raise PermissionDenied(_("Only platform admins regenerate a frozen report."))
     return reports.regenerate(month, tenant, user, reason)
 
@@ -45,7 +45,7 @@ def snapshot_history(month: date, tenant: Tenant | None):
 
 def set_price(user, data: dict) -> GpuPrice:
     """A new price of a GPU model from a day on (platform admins); errors name the field."""
-    if not access.for_user(user).platform_admin:
+    if not access.is_platform_admin(user):
         raise PermissionDenied(_("Only platform admins set GPU prices."))
     errors = {}
     model = str(data.get("gpu_model", "")).strip()

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from django.utils.timezone import localtime
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -179,6 +180,10 @@ class JobGroup(TimeStampedModel):
     def __str__(self):
         return f"{self.kind} {self.pk} {self.name}"
 
+    def get_absolute_url(self):
+        name = "scheduling:service-detail" if self.kind == self.Kind.SERVICE else "scheduling:array-detail"
+        return reverse(name, args=[self.pk])
+
 
 class JobTemplate(TimeStampedModel):
     """A named starting point for a submission: platform-wide (no tenant) or a tenant's own. Its content
@@ -206,6 +211,9 @@ class JobTemplate(TimeStampedModel):
 
     def __str__(self):
         return self.name
+
+    def get_absolute_url(self):
+        return reverse("scheduling:template-detail", args=[self.pk])
 
     # A built-in template's texts are the platform's words, marked for translation where they are declared
     # (migration 0010): shown in the reader's language. A tenant's template shows as its admins wrote it.
@@ -258,6 +266,13 @@ class Topology(models.TextChoices):
     SAME_NETWORK_DOMAIN = "same_network_domain", _("Same network domain")
 
 
+class HeldBy(models.TextChoices):
+    """Who holds a waiting job: its owner, or an admin (whose hold only an admin releases)."""
+
+    USER = "user", _("user")
+    ADMIN = "admin", _("admin")
+
+
 class Job(TimeStampedModel):
     """A request for ``node_count`` x ``gpus_per_node`` GPUs of one model to run an image.
 
@@ -291,8 +306,7 @@ class Job(TimeStampedModel):
     gpu_milli = models.PositiveSmallIntegerField(_("share of each GPU (1/1000)"), default=1000)
     cpu_milli = models.PositiveIntegerField(_("CPU per node (millicores)"), default=0)
     memory_mib = models.PositiveIntegerField(_("memory per node (MiB)"), default=0)
-    held_by = models.CharField(_("held by"), max_length=10, blank=True,
-                               choices=[("user", _("user")), ("admin", _("admin"))])
+    held_by = models.CharField(_("held by"), max_length=10, blank=True, choices=HeldBy.choices)
     requeue_on_preemption = models.BooleanField(_("requeue when preempted"), default=True)
     retry_count = models.PositiveIntegerField(_("retries"), default=0)
     priority = models.IntegerField(_("priority"), help_text=_("Copied from the task type at submission."))
@@ -329,6 +343,9 @@ class Job(TimeStampedModel):
 
     def __str__(self):
         return f"#{self.pk} {self.name}"
+
+    def get_absolute_url(self):
+        return reverse("scheduling:job-detail", args=[self.pk])
 
     def held_gpus(self) -> list[GPU]:
         """The GPUs this job holds now, by node name and index (from ``with_placement``'s prefetch when loaded)."""

@@ -1,20 +1,20 @@
-"""Celery tasks: run the scheduling pass, dispatch admitted jobs, sync job status; and the one way to ask
-for a pass.
+"""Celery tasks: run the scheduling pass, dispatch admitted jobs, sync job status, watch and resync Kubernetes,
+reconcile.
 
-Each task is a thin wrapper over a module that knows nothing of Celery (``scheduler``, ``dispatch``,
+Each task is a thin wrapper over a module that knows nothing of Celery (``passes.scheduler``, ``passes.dispatch``,
 ``executors``): they report what they did, and the task decides what comes next (dispatch what a pass
 admitted, another pass when GPUs were freed). So the embedded demo's in-process loop and a real worker do
-the same thing, and no module below imports this one.
+the same thing. Services ask for a pass through ``scheduling.triggers``, which queues these tasks by name:
+no portal module imports this one (the Celery app finds it; management commands, the demo and the
+benchmarks, above it, call its functions).
 """
 
 from __future__ import annotations
 
 import logging
 
-import kombu.exceptions
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from fleet.models import Cluster, ExecutorKind
@@ -26,39 +26,19 @@ from scheduling.models import Job, JobStatus
 from scheduling.passes.dispatch import dispatch_many
 from scheduling.passes.reconcile import reconcile as reconcile_once
 from scheduling.passes.scheduler import PassReport, run_pass
+from scheduling.triggers import DISPATCH_JOBS, RUN_SCHEDULING_PASS, request_scheduling_pass, send
+from scheduling.workloads.services import advance_services
 
 logger = logging.getLogger(__name__)
-
-
-#: What publishing raises when the broker cannot take a message (connection refused, timed out, lost).
-BROKER_ERRORS = (kombu.exceptions.OperationalError, ConnectionError, TimeoutError)
-
-
-def send(task, *args) -> bool:
-    """Queue ``task``; False, logged and counted, when the broker cannot take it. Nothing is lost then: the
-    beat's next pass and the reconciler do the work (see ``reconcile``), so a caller never fails or hangs
-    because the broker is down."""
-    try:
-        task.apply_async(args=args, retry=False)
-        return True
-    except BROKER_ERRORS as exc:
-        logger.warning("could not queue %s (%s); the next beat tick or the reconciler will do it", task.name, exc)
-        telemetry.increment("gpuportal_enqueue_failures_total", task=task.name.rpartition(".")[2])
-        return False
-
-
-def request_scheduling_pass() -> None:
-    """Ask for a pass once the current transaction commits (inline in the embedded mode)."""
-    transaction.on_commit(lambda: send(run_scheduling_pass))
 
 
 def follow_up(report: PassReport) -> None:
     """What comes after a pass: dispatch what it admitted, and one more pass when it preempted (the
     preemptors start as soon as their victims have let go)."""
     if report.admitted:
-        send(dispatch_jobs, report.admitted_ids)
+        send(DISPATCH_JOBS, report.admitted_ids)
     if report.preempted:
-        send(run_scheduling_pass)
+        send(RUN_SCHEDULING_PASS)
 
 
 @shared_task
@@ -117,9 +97,6 @@ def sync_job_status() -> int:
         update = executor_for(job.cluster).observe(job, now)
         if update is not None and record_update(job, update, now):
             changed += 1
-    # workloads operates jobs through job_actions, which imports this module: a real cycle.
-    from scheduling.workloads.services import advance_services
-
     changed += advance_services()
     if changed:
         request_scheduling_pass()

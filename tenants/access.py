@@ -1,8 +1,20 @@
-"""Who may do what. Roles are read once per user object and cached on it for the request."""
+"""Who may do what: every permission of the portal as a named predicate over a user (``is_platform_admin``,
+``can_manage_tenant``, ``can_decide``, …), and ``platform_admin_required`` for the views only platform admins
+use. Views, the API and services ask these rather than reading roles themselves, so a rule changes in one place.
+
+A user's roles are read once per user object and cached on it for the request. They are read through the
+user's own relations (``user.memberships``, ``user.platform_roles``), not the models: ``tenants.models`` builds
+its managers on ``scoping``, which asks this module, so importing the models here would close a loop.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import wraps
+
+from django.core.exceptions import PermissionDenied
+
+from .roles import SUBMITTING_ROLES, PlatformRoleKind, Role
 
 _CACHE_ATTR = "_gpuportal_access"
 
@@ -25,20 +37,17 @@ def for_user(user) -> UserAccess:
     cached = getattr(user, _CACHE_ATTR, None)
     if cached is not None:
         return cached
-    # tenants.models -> scoping -> access: importing the models at the top would close that loop.
-    from .models import Membership, PlatformRole
-
     if not user.is_authenticated:
         result = UserAccess()
     else:
-        platform = set(PlatformRole.objects.filter(user=user).values_list("role", flat=True))
+        platform = set(user.platform_roles.values_list("role", flat=True))
         roles: dict[int, set[str]] = {}
-        for tenant_id, role in Membership.objects.filter(user=user).values_list("tenant_id", "role"):
+        for tenant_id, role in user.memberships.values_list("tenant_id", "role"):
             roles.setdefault(tenant_id, set()).add(role)
         result = UserAccess(
-            platform_admin=user.is_superuser or PlatformRole.Kind.PLATFORM_ADMIN in platform,
-            manager=PlatformRole.Kind.MANAGER in platform,
-            auditor=PlatformRole.Kind.AUDITOR in platform,
+            platform_admin=user.is_superuser or PlatformRoleKind.PLATFORM_ADMIN in platform,
+            manager=PlatformRoleKind.MANAGER in platform,
+            auditor=PlatformRoleKind.AUDITOR in platform,
             roles_by_tenant={k: frozenset(v) for k, v in roles.items()},
         )
     setattr(user, _CACHE_ATTR, result)
@@ -59,8 +68,32 @@ def member_tenant_ids(user) -> list[int]:
     return list(for_user(user).roles_by_tenant)
 
 
-def has_role(user, tenant_id: int, roles) -> bool:
+def has_role(user, tenant_id: int | None, roles) -> bool:
     return bool(for_user(user).roles_by_tenant.get(tenant_id, frozenset()) & set(roles))
+
+
+def is_platform_admin(user) -> bool:
+    """Platform admins (and superusers) see and change every tenant."""
+    return for_user(user).platform_admin
+
+
+def is_tenant_admin(user, tenant_id: int | None) -> bool:
+    """An admin of that tenant (None, the platform's own things, has no tenant admin)."""
+    return has_role(user, tenant_id, {Role.TENANT_ADMIN})
+
+
+def can_manage_tenant(user, tenant_id: int | None) -> bool:
+    """A platform admin, or an admin of that tenant: who manages its templates and releases an admin hold."""
+    return is_platform_admin(user) or is_tenant_admin(user, tenant_id)
+
+
+def can_decide(user, tenant_id: int, platform_wide: bool) -> bool:
+    """Who decides a request by the roles they hold: a platform admin any request, an approver of the tenant one
+    whose effect stays inside it. (Nobody decides their own request or one about their own job: the
+    request's rules say that, whatever the roles.)"""
+    if is_platform_admin(user):
+        return True
+    return not platform_wide and has_role(user, tenant_id, {Role.APPROVER})
 
 
 def reads_whole_audit_log(user) -> bool:
@@ -70,25 +103,33 @@ def reads_whole_audit_log(user) -> bool:
 
 
 def admin_tenant_ids(user) -> list[int]:
-    # tenants.models -> scoping -> access: importing the models at the top would close that loop.
-    from .models import Role
-
     return [t for t, roles in for_user(user).roles_by_tenant.items() if Role.TENANT_ADMIN in roles]
 
 
 def can_submit(user, tenant_id: int) -> bool:
     """Researchers, approvers and tenant admins submit in their tenant; platform admins anywhere."""
-    # tenants.models -> scoping -> access: importing the models at the top would close that loop.
-    from .models import SUBMITTING_ROLES
-
-    return for_user(user).platform_admin or has_role(user, tenant_id, SUBMITTING_ROLES)
+    return is_platform_admin(user) or has_role(user, tenant_id, SUBMITTING_ROLES)
 
 
 def can_manage_job(user, tenant_id: int, owner_id: int | None) -> bool:
     """The owner (while still a submitting member), a tenant admin, or a platform admin may cancel a job."""
-    # tenants.models -> scoping -> access: importing the models at the top would close that loop.
-    from .models import SUBMITTING_ROLES, Role
-
-    if for_user(user).platform_admin or has_role(user, tenant_id, {Role.TENANT_ADMIN}):
+    if can_manage_tenant(user, tenant_id):
         return True
     return owner_id == user.pk and has_role(user, tenant_id, SUBMITTING_ROLES)
+
+
+def platform_admin_required(view=None, *, message=None):
+    """For a view only platform admins use: anyone else is refused (403, with ``message`` when given, which the
+    error page shows). Put it under ``login_required``, which sends a visitor who is not signed in to sign in.
+    Used bare (``@platform_admin_required``) or with a message (``@platform_admin_required(message=...)``)."""
+
+    def decorate(function):
+        @wraps(function)
+        def checked(request, *args, **kwargs):
+            if not is_platform_admin(request.user):
+                raise PermissionDenied(*([message] if message is not None else []))
+            return function(request, *args, **kwargs)
+
+        return checked
+
+    return decorate(view) if view is not None else decorate

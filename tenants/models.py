@@ -9,6 +9,10 @@ from django.utils.translation import gettext_lazy as _
 from gpuportal.models import TimeStampedModel
 from gpuportal.names import dns_label
 
+# The roles are defined in roles.py (access and scoping read them without the models); the models that store
+# them name them here too, so ``tenants.models.Role`` is the same enumeration.
+from .roles import PlatformRoleKind
+from .roles import Role as Role
 from .scoping import TenantScopedQuerySet
 
 
@@ -100,19 +104,6 @@ class Project(TimeStampedModel):
         return f"{self.tenant.name}/{self.name}"
 
 
-class Role(models.TextChoices):
-    """What a member may do inside one tenant."""
-
-    RESEARCHER = "researcher", _("Researcher")
-    APPROVER = "approver", _("Approver")
-    TENANT_ADMIN = "tenant_admin", _("Tenant admin")
-    VIEWER = "viewer", _("Viewer")
-
-
-#: Roles that may submit jobs in their tenant.
-SUBMITTING_ROLES = frozenset({Role.RESEARCHER, Role.APPROVER, Role.TENANT_ADMIN})
-
-
 class Membership(TimeStampedModel):
     """A user's role in a tenant. A user may hold several roles in one tenant (researcher and approver)."""
 
@@ -141,10 +132,7 @@ class PlatformRole(TimeStampedModel):
     quotas and reports but changes nothing (read-only).
     """
 
-    class Kind(models.TextChoices):
-        PLATFORM_ADMIN = "platform_admin", _("Platform admin (all tenants, read-write)")
-        MANAGER = "manager", _("Manager (all tenants, read-only)")
-        AUDITOR = "auditor", _("Auditor (reads the whole audit log)")
+    Kind = PlatformRoleKind
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="platform_roles")
     role = models.CharField(_("role"), max_length=20, choices=Kind.choices)

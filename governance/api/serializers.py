@@ -7,7 +7,13 @@ from gpuportal.api import RequestSerializer, choose_from, text_field, whole_numb
 from scheduling.models import TaskType
 
 from ..models import Notification, PriorityRequest, RequestKind
-from ..services import MAX_COMMENT, MAX_EXTENDED_RUNTIME_MINUTES, MAX_JUSTIFICATION, MIN_JUSTIFICATION
+from ..services import (
+    MAX_COMMENT,
+    MAX_EXTENDED_RUNTIME_MINUTES,
+    MAX_JUSTIFICATION,
+    MAX_QUOTA_GPUS,
+    MIN_JUSTIFICATION,
+)
 
 
 class PriorityRequestSerializer(serializers.ModelSerializer):
@@ -42,8 +48,8 @@ def _request_fields() -> dict:
         "end": serializers.DateTimeField(help_text="After start, in the future, at most 90 days later."),
         "max_runtime_minutes": whole_number_field(1, MAX_EXTENDED_RUNTIME_MINUTES, help_text=(
             "More than the job has now.")),
-        "guaranteed": whole_number_field(0, 100000),
-        "limit": whole_number_field(0, 100000, help_text="At least guaranteed."),
+        "guaranteed": whole_number_field(0, MAX_QUOTA_GPUS),
+        "limit": whole_number_field(0, MAX_QUOTA_GPUS, help_text="At least guaranteed."),
     }
 
 

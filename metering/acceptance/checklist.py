@@ -1,10 +1,10 @@
 """The acceptance checklist: four rows a pilot or a go-live review signs off, filled from live data.
 
-Each row names a capability, lists the evidence the portal holds for it (links to the jobs, nodes, reports and
-audit records), and computes a status from that data. A pilot adds notes, the configuration used and
-screenshots to a row (``add_note``, audited). ``checklist()`` reads everything in a bounded number of queries
-whatever the number of jobs: counts are aggregates, and each kind of evidence lists at most
-``EVIDENCE_LINKS`` recent items.
+Each row (``contract.ChecklistRow``) names a capability, lists the evidence the portal holds for it (links to
+the jobs, nodes, reports and audit records), and computes a status from that data. A pilot adds notes, the
+configuration used and screenshots to a row (``add_note``, audited). ``checklist()`` reads everything in a
+bounded number of queries whatever the number of jobs: counts are aggregates, and each kind of evidence lists at
+most ``EVIDENCE_LINKS`` recent items.
 
 Status rules (``RULES`` shows them on the page; "missing" always means no evidence at all):
 
@@ -32,7 +32,8 @@ Status rules (``RULES`` shows them on the page; "missing" always means no eviden
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from urllib.parse import urlencode
 
 from django.core.exceptions import PermissionDenied
@@ -66,6 +67,7 @@ from fleet.catalogue import gpu_model_catalogue
 from fleet.models import Node, NodeEvent
 from gpuportal.dates import local_day, month_start
 from gpuportal.formatting import list_text
+from metering.acceptance.contract import ChecklistRow, Evidence, Note
 from metering.models import (
     AcceptanceArea,
     AcceptanceNote,
@@ -76,6 +78,7 @@ from metering.models import (
     UsageDaily,
     UsageMonthly,
 )
+from metering.reports.contract import Advice, JobOutcomes
 from metering.reports.monthly import advice_text
 from scheduling.models import INFRASTRUCTURE_FAILURES, TERMINAL_STATUSES, FailureCategory, Job, JobAllocation, JobStatus
 from tenants import access
@@ -157,13 +160,13 @@ def can_read(user) -> bool:
 
 def can_add_notes(user) -> bool:
     """Platform admins only: managers see every tenant but change nothing (their role is read-only)."""
-    return access.for_user(user).platform_admin
+    return access.is_platform_admin(user)
 
 
 # --- the rows ----------------------------------------------------------------------------------------------
 
 
-def checklist(now: datetime | None = None) -> list[dict]:
+def checklist(now: datetime | None = None) -> list[ChecklistRow]:
     """The four rows, in the order of ``AcceptanceArea``, each with its evidence, status, why and notes."""
     now = now or timezone.now()
     notes = _notes()
@@ -172,9 +175,9 @@ def checklist(now: datetime | None = None) -> list[dict]:
     rows = []
     for area, build in builders.items():
         evidence, status, why = build(now)
-        rows.append({"area": area.value, "area_label": str(area.label), "capability": str(CAPABILITIES[area]),
-                     "rule": _rule(area), "evidence": evidence, "status": status,
-                     "status_text": str(STATUS_TEXT[status]), "why": why, "notes": notes.get(area.value, [])})
+        rows.append(ChecklistRow(area=area.value, area_label=str(area.label), capability=str(CAPABILITIES[area]),
+                                 rule=_rule(area), evidence=evidence, status=status,
+                                 status_text=str(STATUS_TEXT[status]), why=why, notes=notes.get(area.value, [])))
     return rows
 
 
@@ -184,8 +187,8 @@ def _rule(area: AcceptanceArea) -> str:
                                                      else INFRA_ATTENTION_SHARE)), "days": MIN_TRIAL_DAYS}
 
 
-def _item(text: str, url: str | None = None) -> dict:
-    return {"text": text, "url": url}
+def _item(text: str, url: str | None = None) -> Evidence:
+    return Evidence(text=text, url=url)
 
 
 def _job_url(pk: int, anchor: str = "") -> str:
@@ -204,44 +207,70 @@ def _verdict(reasons: list[str], any_evidence: bool, missing_why: str, present_w
     return Status.PRESENT, present_why
 
 
-def _job_counts(jobs) -> dict:
+@dataclass(frozen=True, slots=True)
+class _JobCounts:
+    """Jobs of one kind (multi-card, multi-node): submitted, that ran, that succeeded, that ran and finished,
+    and that ran and failed with an infrastructure fault (node, GPU, communication)."""
+
+    submitted: int
+    ran: int
+    succeeded: int
+    finished: int
+    infrastructure: int
+
+
+@dataclass(frozen=True, slots=True)
+class _RecentJob:
+    """A job that ran, as its evidence line names it."""
+
+    pk: int
+    name: str
+    gpu_model: str
+    gpus_per_node: int
+    node_count: int
+    status: str
+    tenant: str
+
+
+def _job_counts(jobs) -> _JobCounts:
     ran = Q(started_at__isnull=False)
-    return jobs.aggregate(
+    return _JobCounts(**jobs.aggregate(
         submitted=Count("pk"), ran=Count("pk", filter=ran),
         succeeded=Count("pk", filter=Q(status=JobStatus.SUCCEEDED)),
         finished=Count("pk", filter=ran & Q(status__in=TERMINAL_STATUSES)),
         infrastructure=Count("pk", filter=ran & Q(status=JobStatus.FAILED,
-                                                  failure_category__in=INFRASTRUCTURE_FAILURES)))
+                                                  failure_category__in=INFRASTRUCTURE_FAILURES))))
 
 
-def _recent_jobs(jobs) -> list[dict]:
-    return list(jobs.filter(started_at__isnull=False).order_by("-started_at", "-pk").values(
-        "pk", "name", "gpu_model", "gpus_per_node", "node_count", "status", "tenant__name")[:EVIDENCE_LINKS])
+def _recent_jobs(jobs) -> list[_RecentJob]:
+    return [_RecentJob(*values) for values in jobs.filter(started_at__isnull=False).order_by(
+        "-started_at", "-pk").values_list("pk", "name", "gpu_model", "gpus_per_node", "node_count", "status",
+                                          "tenant__name")[:EVIDENCE_LINKS]]
 
 
-def _job_text(job: dict) -> str:
+def _job_text(job: _RecentJob) -> str:
     return _("Job #%(pk)d %(name)s (%(tenant)s): %(nodes)d × %(gpus)d %(model)s, %(status)s") % {
-        "pk": job["pk"], "name": job["name"], "tenant": job["tenant__name"], "nodes": job["node_count"],
-        "gpus": job["gpus_per_node"], "model": job["gpu_model"], "status": JobStatus(job["status"]).label}
+        "pk": job.pk, "name": job.name, "tenant": job.tenant, "nodes": job.node_count,
+        "gpus": job.gpus_per_node, "model": job.gpu_model, "status": JobStatus(job.status).label}
 
 
-def _multi_card(now: datetime) -> tuple[list[dict], str, str]:
+def _multi_card(now: datetime) -> tuple[list[Evidence], str, str]:
     jobs = Job.objects.filter(node_count=1, gpus_per_node__gte=2, submitted_at__lte=now)
     counts = _job_counts(jobs)
     succeeded_by_model = list(jobs.filter(status=JobStatus.SUCCEEDED).values("gpu_model").annotate(
-        n=Count("pk"), gpus=Max("gpus_per_node")).order_by("-n", "gpu_model"))
+        n=Count("pk"), gpus=Max("gpus_per_node")).order_by("-n", "gpu_model").values_list("gpu_model", "gpus"))
     catalogue = gpu_model_catalogue()
     unlabelled = list(Node.objects.filter(Q(rack="") | Q(network_domain="")).values_list("name", flat=True)[:5])
     evidence = [_item(_("%(model)s: %(nodes)d nodes, up to %(gpus)d per node, %(memory)s GB each, %(link)s") % {
         "model": name, "nodes": c.nodes, "gpus": c.max_gpus_per_node, "memory": c.memory_gb or "?",
         "link": c.interconnect or _("interconnect unknown")}, reverse("fleet:inventory"))
         for name, c in sorted(catalogue.items())[:10]]
-    evidence += [_item(_job_text(job), _job_url(job["pk"])) for job in _recent_jobs(jobs)]
+    evidence += [_item(_job_text(job), _job_url(job.pk)) for job in _recent_jobs(jobs)]
 
     reasons = []
-    if counts["ran"] and not counts["succeeded"]:
+    if counts.ran and not counts.succeeded:
         reasons.append(ngettext("%(n)d multi-card job ran but it did not succeed.",
-                                "%(n)d multi-card jobs ran but none succeeded.", counts["ran"]) % {"n": counts["ran"]})
+                                "%(n)d multi-card jobs ran but none succeeded.", counts.ran) % {"n": counts.ran})
     unknown = sorted(name for name, c in catalogue.items() if not c.memory_gb or not c.interconnect)
     if unknown:
         reasons.append(_("The catalogue lacks the memory or interconnect of %(models)s.") % {
@@ -249,26 +278,25 @@ def _multi_card(now: datetime) -> tuple[list[dict], str, str]:
     if unlabelled:
         reasons.append(_("Nodes without a rack or network domain (topology unknown): %(nodes)s.") % {
             "nodes": list_text(unlabelled)})
-    infra, finished = counts["infrastructure"], counts["finished"]
+    infra, finished = counts.infrastructure, counts.finished
     if finished and infra / finished >= INFRA_ATTENTION_SHARE:
         reasons.append(_("Node, GPU or communication faults ended %(n)d of %(total)d finished multi-card jobs "
                          "(%(pct)s %%).") % {"n": infra, "total": finished, "pct": _percent(infra, finished)})
     models = list_text(_("%(model)s (%(gpus)d GPUs, %(link)s)") % {
-        "model": row["gpu_model"], "gpus": row["gpus"],
-        "link": catalogue[row["gpu_model"]].interconnect if row["gpu_model"] in catalogue else "?"}
-        for row in succeeded_by_model)
+        "model": model, "gpus": gpus, "link": catalogue[model].interconnect if model in catalogue else "?"}
+        for model, gpus in succeeded_by_model)
     present = ngettext("%(n)d multi-card job succeeded on %(models)s", "%(n)d multi-card jobs succeeded on %(models)s",
-                       counts["succeeded"]) % {"n": counts["succeeded"], "models": models}
+                       counts.succeeded) % {"n": counts.succeeded, "models": models}
     present += "; " + (ngettext("%(n)d failed with a node, GPU or communication fault.",
                                 "%(n)d failed with a node, GPU or communication fault.", infra) % {"n": infra}
                        if infra else _("none failed with a node, GPU or communication fault."))
-    if counts["submitted"] and not counts["ran"]:
+    if counts.submitted and not counts.ran:
         missing = ngettext("%(n)d multi-card job was submitted but none has run yet.",
                            "%(n)d multi-card jobs were submitted but none has run yet.",
-                           counts["submitted"]) % {"n": counts["submitted"]}
+                           counts.submitted) % {"n": counts.submitted}
     else:
         missing = _("No multi-card job (one node, 2 or more GPUs) has run yet.")
-    return (evidence, *_verdict(reasons, bool(counts["ran"]), missing, present))
+    return (evidence, *_verdict(reasons, bool(counts.ran), missing, present))
 
 
 # Jobs whose diagnosis (final, or of an attempt that was retried) says cross-node communication failed. Such a
@@ -312,29 +340,48 @@ def _communication_attempt(state: dict) -> dict:
     return attempts[-1] if attempts else ((state or {}).get("diagnosis") or {})
 
 
-def _communication_failures(ran) -> tuple[dict, list[dict]]:
+@dataclass(frozen=True, slots=True)
+class _CommunicationCounts:
+    """Multi-node jobs that ran and hit a communication failure, and those of them whose failure names no node."""
+
+    communication: int
+    unlocalised: int
+
+
+@dataclass(frozen=True, slots=True)
+class _CommunicationFailure:
+    """A job that hit a communication failure, with its executor state (the diagnoses name the node)."""
+
+    pk: int
+    name: str
+    executor_state: dict
+
+
+def _communication_failures(ran) -> tuple[_CommunicationCounts, list[_CommunicationFailure]]:
     """How many multi-node jobs that ran hit a communication failure and how many of those name no node, and
-    the newest such jobs (pk, name, executor_state) for the evidence.
+    the newest such jobs for the evidence.
 
     On PostgreSQL the rule is SQL on the JSON (one aggregate, one short list). SQLite — the embedded demo — has
     no JSON containment or paths: there the same rule runs in Python over the jobs' states."""
     if connection.vendor == "postgresql":
         counts = ran.aggregate(communication=Count("pk", filter=_COMMUNICATION),
                                unlocalised=Count("pk", filter=_UNLOCALISED))
-        return counts, list(ran.filter(_COMMUNICATION).order_by("-started_at", "-pk").values(
-            "pk", "name", "executor_state")[:EVIDENCE_LINKS])
-    counts, failures = {"communication": 0, "unlocalised": 0}, []
-    for job in ran.order_by("-started_at", "-pk").values("pk", "name", "executor_state", "failure_category"):
-        state = job["executor_state"] or {}
+        return _CommunicationCounts(**counts), [
+            _CommunicationFailure(*values) for values in ran.filter(_COMMUNICATION).order_by(
+                "-started_at", "-pk").values_list("pk", "name", "executor_state")[:EVIDENCE_LINKS]]
+    communication, unlocalised, failures = 0, 0, []
+    for pk, name, state, category in ran.order_by("-started_at", "-pk").values_list(
+            "pk", "name", "executor_state", "failure_category"):
+        state = state or {}
         attempts = [a for a in state.get("attempts") or [] if a.get("category") == FailureCategory.COMMUNICATION]
-        if job["failure_category"] != FailureCategory.COMMUNICATION and not attempts:
+        if category != FailureCategory.COMMUNICATION and not attempts:
             continue
-        counts["communication"] += 1
+        communication += 1
         named = [a.get("node") for a in attempts] if attempts else [(state.get("diagnosis") or {}).get("node")]
-        counts["unlocalised"] += not all(named)
+        unlocalised += not all(named)
         if len(failures) < EVIDENCE_LINKS:
-            failures.append(job)
-    return counts, failures
+            failures.append(_CommunicationFailure(pk, name, state))
+    return _CommunicationCounts(communication, unlocalised), failures
 
 
 def _attempt_nodes(job_ids: list[int]) -> dict[int, list[list[str]]]:
@@ -348,7 +395,7 @@ def _attempt_nodes(job_ids: list[int]) -> dict[int, list[list[str]]]:
     return {job_id: list(moments.values()) for job_id, moments in by_moment.items()}
 
 
-def _placement_text(job: dict, attempts: list[list[str]] | None) -> str:
+def _placement_text(job: _RecentJob, attempts: list[list[str]] | None) -> str:
     """A multi-node job and where its last attempt ran; where earlier attempts ran too, when it was retried."""
     if not attempts:
         return _job_text(job)
@@ -359,32 +406,32 @@ def _placement_text(job: dict, attempts: list[list[str]] | None) -> str:
     return text
 
 
-def _multi_node(now: datetime) -> tuple[list[dict], str, str]:
+def _multi_node(now: datetime) -> tuple[list[Evidence], str, str]:
     jobs = Job.objects.filter(node_count__gte=2, submitted_at__lte=now)
     ran = jobs.filter(started_at__isnull=False)
     communication, failures = _communication_failures(ran)
-    counts = {**_job_counts(jobs), **communication,
-              **ran.aggregate(widest=Max("node_count", filter=Q(status=JobStatus.SUCCEEDED)))}
+    counts = _job_counts(jobs)
+    widest = ran.aggregate(widest=Max("node_count", filter=Q(status=JobStatus.SUCCEEDED)))["widest"]
     recent = _recent_jobs(jobs)
-    attempts = _attempt_nodes([job["pk"] for job in recent])
-    evidence = [_item(_placement_text(job, attempts.get(job["pk"])), _job_url(job["pk"])) for job in recent]
+    attempts = _attempt_nodes([job.pk for job in recent])
+    evidence = [_item(_placement_text(job, attempts.get(job.pk)), _job_url(job.pk)) for job in recent]
 
     faulty_nodes = []
     for job in failures:
-        diagnosis = _communication_attempt(job["executor_state"])
+        diagnosis = _communication_attempt(job.executor_state)
         node = diagnosis.get("node") or ""
         line = (diagnosis.get("evidence") or {}).get("log_line") or diagnosis.get("message") or ""
         if node:
             faulty_nodes.append(node)
             text = _("Job #%(pk)d %(name)s: communication failure localised to %(node)s") % {
-                "pk": job["pk"], "name": job["name"], "node": node}
+                "pk": job.pk, "name": job.name, "node": node}
         else:
-            text = _("Job #%(pk)d %(name)s: communication failure, no node named") % {"pk": job["pk"],
-                                                                                     "name": job["name"]}
-        evidence.append(_item(f"{text} — {line[:200]}" if line else text, _job_url(job["pk"], "job-log")))
+            text = _("Job #%(pk)d %(name)s: communication failure, no node named") % {"pk": job.pk,
+                                                                                     "name": job.name}
+        evidence.append(_item(f"{text} — {line[:200]}" if line else text, _job_url(job.pk, "job-log")))
     events = NodeEvent.objects.select_related("node").order_by("-at", "-id")
     shown = list(events.filter(node__name__in=faulty_nodes)[:EVIDENCE_LINKS]) if faulty_nodes else []
-    if not shown and counts["ran"]:
+    if not shown and counts.ran:
         shown = list(events.filter(kind=NodeEvent.Kind.HEALTH, at__lte=now)[:EVIDENCE_LINKS])
     evidence += [_item(_("%(at)s %(node)s: %(from)s → %(to)s — %(reason)s") % {
         "at": timezone.localtime(e.at).strftime("%Y-%m-%d %H:%M"), "node": e.node.name,
@@ -392,63 +439,63 @@ def _multi_node(now: datetime) -> tuple[list[dict], str, str]:
         reverse("fleet:node-detail", args=[e.node.name])) for e in shown]
 
     reasons = []
-    if counts["ran"] and not counts["succeeded"]:
+    if counts.ran and not counts.succeeded:
         reasons.append(ngettext("%(n)d multi-node job ran but it did not succeed.",
-                                "%(n)d multi-node jobs ran but none succeeded.", counts["ran"]) % {"n": counts["ran"]})
-    if counts["unlocalised"]:
+                                "%(n)d multi-node jobs ran but none succeeded.", counts.ran) % {"n": counts.ran})
+    if communication.unlocalised:
         reasons.append(ngettext(
             "%(n)d communication failure names no node: the fault was not localised.",
             "%(n)d communication failures name no node: the faults were not localised.",
-            counts["unlocalised"]) % {"n": counts["unlocalised"]})
-    comm, total = counts["communication"], counts["ran"]
+            communication.unlocalised) % {"n": communication.unlocalised})
+    comm, total = communication.communication, counts.ran
     if total and comm / total >= COMMUNICATION_ATTENTION_SHARE:
         reasons.append(_("%(n)d of %(total)d multi-node jobs (%(pct)s %%) hit a communication failure: check the "
                          "network between nodes before growing.") % {"n": comm, "total": total,
                                                                     "pct": _percent(comm, total)})
     present = ngettext("%(n)d multi-node job succeeded", "%(n)d multi-node jobs succeeded",
-                       counts["succeeded"]) % {"n": counts["succeeded"]}
-    present += " " + _("(up to %(nodes)d nodes); ") % {"nodes": counts["widest"] or 0}
+                       counts.succeeded) % {"n": counts.succeeded}
+    present += " " + _("(up to %(nodes)d nodes); ") % {"nodes": widest or 0}
     present += (ngettext("%(n)d communication failure, localised to its node.",
                          "%(n)d communication failures, each localised to a node.", comm) % {"n": comm}
                 if comm else _("no communication failure so far."))
-    if counts["submitted"] and not counts["ran"]:
+    if counts.submitted and not counts.ran:
         missing = ngettext("%(n)d multi-node job was submitted but none has run yet.",
                            "%(n)d multi-node jobs were submitted but none has run yet.",
-                           counts["submitted"]) % {"n": counts["submitted"]}
+                           counts.submitted) % {"n": counts.submitted}
     else:
         missing = _("No multi-node job has run yet.")
-    return (evidence, *_verdict(reasons, bool(counts["ran"]), missing, present))
+    return (evidence, *_verdict(reasons, bool(counts.ran), missing, present))
 
 
 def _audit_url(actions) -> str:
     return reverse("audit:log") + "?" + urlencode([("action", str(a)) for a in actions])
 
 
-def _multi_tenant(now: datetime) -> tuple[list[dict], str, str]:
+def _multi_tenant(now: datetime) -> tuple[list[Evidence], str, str]:
     usage = list(UsageMonthly.objects.filter(month__lte=now.date()).values("tenant__name").annotate(
-        seconds=Sum("allocated_gpu_seconds"), last=Max("month")).order_by("-seconds", "tenant__name"))
+        seconds=Sum("allocated_gpu_seconds"), last=Max("month")).order_by("-seconds", "tenant__name").values_list(
+        "tenant__name", "seconds", "last"))
     quotas = dict(Quota.objects.values("tenant__name").annotate(n=Count("pk")).values_list("tenant__name", "n"))
     audited = list(AuditRecord.objects.filter(action__in=TENANCY_ACTIONS, at__lte=now).values("action").annotate(
-        n=Count("pk")).order_by("-n", "action"))
+        n=Count("pk")).order_by("-n", "action").values_list("action", "n"))
     without_quota = list(UsageMonthly.objects.filter(allocated_gpu_seconds__gt=0).annotate(quota=Exists(
         Quota.objects.filter(tenant=OuterRef("tenant"), gpu_model=OuterRef("gpu_model")))).filter(
         quota=False).values_list("tenant__name", "gpu_model").distinct().order_by("tenant__name", "gpu_model")[:5])
     crossed = Job.objects.exclude(project__tenant=F("tenant")).count()
 
     evidence = [_item(_("%(tenant)s: %(hours)s GPU-hours allocated, quotas on %(quotas)d models") % {
-        "tenant": row["tenant__name"], "hours": number_format(row["seconds"] / 3600, 1),
-        "quotas": quotas.get(row["tenant__name"], 0)},
-        reverse("metering:tenant-report", kwargs={"month": f"{row['last']:%Y-%m}", "tenant": row["tenant__name"]}))
-        for row in usage[:EVIDENCE_LINKS]]
-    evidence += [_item(ngettext("%(n)d audit record: %(action)s", "%(n)d audit records: %(action)s", row["n"]) % {
-        "n": row["n"], "action": AuditAction(row["action"]).label}, _audit_url([row["action"]]))
-        for row in audited[:EVIDENCE_LINKS]]
-    audit_total = sum(row["n"] for row in audited)
+        "tenant": tenant, "hours": number_format(seconds / 3600, 1), "quotas": quotas.get(tenant, 0)},
+        reverse("metering:tenant-report", kwargs={"month": f"{last:%Y-%m}", "tenant": tenant}))
+        for tenant, seconds, last in usage[:EVIDENCE_LINKS]]
+    evidence += [_item(ngettext("%(n)d audit record: %(action)s", "%(n)d audit records: %(action)s", n) % {
+        "n": n, "action": AuditAction(action).label}, _audit_url([action]))
+        for action, n in audited[:EVIDENCE_LINKS]]
+    audit_total = sum(n for _action, n in audited)
 
     reasons = []
     if len(usage) == 1:
         reasons.append(_("Only one tenant (%(tenant)s) has usage: isolation between tenants is not shown yet.") % {
-            "tenant": usage[0]["tenant__name"]})
+            "tenant": usage[0][0]})
     elif not usage:
         reasons.append(_("No tenant has metered usage yet."))
     if without_quota:
@@ -459,7 +506,7 @@ def _multi_tenant(now: datetime) -> tuple[list[dict], str, str]:
                                 "%(n)d jobs belong to a project of another tenant.", crossed) % {"n": crossed})
     if not audit_total:
         reasons.append(_("The audit log has no quota, membership, approval or reservation record yet."))
-    hours = sum(row["seconds"] for row in usage) / 3600
+    hours = sum(seconds for _tenant, seconds, _last in usage) / 3600
     present = _("%(tenants)d tenants used %(hours)s GPU-hours, each only on models it has a quota for; ") % {
         "tenants": len(usage), "hours": number_format(hours, 1)}
     present += ngettext("%(n)d audit record of quota, membership, approval or reservation changes.",
@@ -470,16 +517,29 @@ def _multi_tenant(now: datetime) -> tuple[list[dict], str, str]:
     return (evidence, *_verdict(reasons, bool(usage or audit_total), missing, present))
 
 
-def _operations(now: datetime) -> tuple[list[dict], str, str]:
+@dataclass(frozen=True, slots=True)
+class _FrozenReport:
+    """What the operations row reads of a frozen platform report (``MonthlyReportData``'s figures)."""
+
+    month: date
+    recommendations: list[Advice]
+    efficiency: float | None
+    wait_p95: float | None
+    jobs: JobOutcomes
+
+
+def _operations(now: datetime) -> tuple[list[Evidence], str, str]:
     today = local_day(now)
     # Without the models' default ordering: SQLite refuses ORDER BY inside a UNION's parts.
     days = sorted(set(UsageDaily.objects.filter(day__lte=today).order_by().values_list("day", flat=True).union(
         CapacityDaily.objects.filter(day__lte=today).order_by().values_list("day", flat=True))))
     current = MonthlyReport.objects.filter(tenant__isnull=True, superseded_at__isnull=True, month__lte=today)
-    reports = list(current.order_by("-month").values(
-        "pk", "month", "generated_at", recommendations=KeyTransform("recommendations", "data"),
-        efficiency=KeyTransform("efficiency", "data"), wait_p95=KeyTransform("wait_seconds_p95", "data"),
-        jobs=KeyTransform("jobs", "data"))[:EVIDENCE_LINKS])
+    reports = [_FrozenReport(month, recommendations or [], efficiency, wait_p95, jobs or {})
+               for month, recommendations, efficiency, wait_p95, jobs in current.order_by("-month").annotate(
+                   recommendations=KeyTransform("recommendations", "data"),
+                   efficiency=KeyTransform("efficiency", "data"), wait_p95=KeyTransform("wait_seconds_p95", "data"),
+                   jobs=KeyTransform("jobs", "data")).values_list(
+                   "month", "recommendations", "efficiency", "wait_p95", "jobs")[:EVIDENCE_LINKS]]
     # The platform report's advice is followed by platform actions: a tenant's own action answers its report.
     actions = dict(ImprovementAction.objects.filter(tenant__isnull=True).values("month").annotate(
         n=Count("pk")).values_list("month", "n"))
@@ -491,18 +551,16 @@ def _operations(now: datetime) -> tuple[list[dict], str, str]:
                                        len(days)) % {"n": len(days), "first": days[0], "last": days[-1]},
                               reverse("metering:operations")))
     for report in reports:
-        month = f"{report['month']:%Y-%m}"
-        jobs = report["jobs"] or {}
+        month = f"{report.month:%Y-%m}"
         figures = _("platform report %(month)s: efficiency %(eff)s %%, p95 wait %(wait)s h, %(failed)s of "
                     "%(submitted)s jobs failed") % {
-            "month": month, "eff": number_format(100 * (report["efficiency"] or 0), 0),
-            "wait": number_format((report["wait_p95"] or 0) / 3600, 1), "failed": jobs.get("failed", 0),
-            "submitted": jobs.get("submitted", 0)}
+            "month": month, "eff": number_format(100 * (report.efficiency or 0), 0),
+            "wait": number_format((report.wait_p95 or 0) / 3600, 1), "failed": report.jobs.get("failed", 0),
+            "submitted": report.jobs.get("submitted", 0)}
         url = reverse("metering:platform-report", kwargs={"month": month})
         evidence.append(_item(figures, url))
         if report is reports[0]:
-            evidence += [_item(advice_text(advice), url)
-                         for advice in (report["recommendations"] or [])[:EVIDENCE_LINKS]]
+            evidence += [_item(advice_text(advice), url) for advice in report.recommendations[:EVIDENCE_LINKS]]
     closed = month_start(today) - timedelta(days=1)
     if not reports and days and days[0] <= closed:
         month = f"{closed:%Y-%m}"
@@ -526,18 +584,17 @@ def _operations(now: datetime) -> tuple[list[dict], str, str]:
         reasons.append(_("No closed month has a frozen platform report yet (each month is frozen after it "
                          "closes; a platform admin can regenerate one)."))
     latest = reports[0] if reports else None
-    to_change = [a for a in (latest["recommendations"] or []) if a.get("action") != CapacityAction.KEEP] \
-        if latest else []
-    if to_change and not actions.get(latest["month"]):
+    to_change = [a for a in latest.recommendations if a.get("action") != CapacityAction.KEEP] if latest else []
+    if to_change and not actions.get(latest.month):
         reasons.append(_("The %(month)s report advises %(advice)s, but no improvement action records what was "
-                         "decided.") % {"month": f"{latest['month']:%Y-%m}", "advice": list_text(
+                         "decided.") % {"month": f"{latest.month:%Y-%m}", "advice": list_text(
                              f"{a.get('gpu_model')}: {CapacityAction(a['action']).label}" for a in to_change
                              if a.get("action") in CapacityAction.values)})
     present = ngettext("%(n)d day of data; ", "%(n)d days of data; ", len(days)) % {"n": len(days)}
     if latest:
         present += _("the latest frozen report (%(month)s) concludes: %(advice)s") % {
-            "month": f"{latest['month']:%Y-%m}",
-            "advice": list_text((advice_text(a) for a in latest["recommendations"] or []), clauses=True)
+            "month": f"{latest.month:%Y-%m}",
+            "advice": list_text((advice_text(a) for a in latest.recommendations), clauses=True)
             or _("no capacity advice")}
     missing = _("No usage or capacity data and no frozen report yet: the operations review has nothing to read.")
     return (evidence, *_verdict(reasons, bool(days or reports), missing, present))
@@ -546,17 +603,17 @@ def _operations(now: datetime) -> tuple[list[dict], str, str]:
 # --- notes -------------------------------------------------------------------------------------------------
 
 
-def _notes() -> dict[str, list[dict]]:
+def _notes() -> dict[str, list[Note]]:
     """Every note by area, oldest first, without loading the screenshots' bytes."""
     rows = AcceptanceNote.objects.select_related("author").defer("screenshot").annotate(
         has_shot=ExpressionWrapper(Q(screenshot__isnull=False), output_field=BooleanField()))
-    notes: dict[str, list[dict]] = {}
+    notes: dict[str, list[Note]] = {}
     for note in rows.order_by("created_at", "pk"):
-        notes.setdefault(note.area, []).append({
-            "id": note.pk, "text": note.text, "configuration": note.configuration, "has_screenshot": note.has_shot,
-            "screenshot_url": reverse("acceptance:screenshot", args=[note.pk]) if note.has_shot else None,
-            "screenshot_name": note.screenshot_name,
-            "author": note.author.get_username() if note.author else "", "created_at": note.created_at})
+        notes.setdefault(note.area, []).append(Note(
+            id=note.pk, text=note.text, configuration=note.configuration, has_screenshot=note.has_shot,
+            screenshot_url=reverse("acceptance:screenshot", args=[note.pk]) if note.has_shot else None,
+            screenshot_name=note.screenshot_name,
+            author=note.author.get_username() if note.author else "", created_at=note.created_at))
     return notes
 
 

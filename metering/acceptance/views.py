@@ -29,14 +29,15 @@ def _page(request, bound: AcceptanceNoteForm | None = None, status: int = 200):
     itself was not one of the four)."""
     rows = acceptance.checklist()
     can_add = acceptance.can_add_notes(request.user)
-    stray = bound
+    stray, forms = bound, {}
     for row in rows:
-        if bound is not None and bound.data.get("area") == row["area"]:
-            row["form"], stray = bound, None
+        if bound is not None and bound.data.get("area") == row.area:
+            forms[row.area], stray = bound, None
         elif can_add:
-            row["form"] = AcceptanceNoteForm(initial={"area": row["area"]}, auto_id=f"id_{row['area']}_%s")
-    return render(request, "metering/acceptance.html", {"rows": rows, "can_add": can_add, "stray_form": stray},
-                  status=status)
+            forms[row.area] = AcceptanceNoteForm(initial={"area": row.area}, auto_id=f"id_{row.area}_%s")
+    return render(request, "metering/acceptance.html", {
+        "rows": rows, "entries": [(row, forms.get(row.area)) for row in rows], "can_add": can_add,
+        "stray_form": stray}, status=status)
 
 
 @login_required

@@ -8,10 +8,9 @@ way. Values are in the report's own units (seconds for waits, fractions for shar
 convert what a form shows and takes.
 """
 
-from __future__ import annotations
-
 import math
 from datetime import date, datetime
+from typing import NotRequired, TypedDict
 
 from django.db.models import Q
 from django.utils import timezone
@@ -28,6 +27,7 @@ from metering.models import (
     ImprovementStatus,
 )
 from metering.reports import monthly as reports
+from metering.reports.contract import MonthlyReportData
 from tenants.models import Tenant
 
 M = ImprovementMetric
@@ -61,7 +61,7 @@ def _row(rows, key: str, name: str) -> dict | None:
     return next((row for row in rows or [] if isinstance(row, dict) and row.get(key) == name), None)
 
 
-def metric_value(report: dict, metric: str, gpu_model: str = "") -> float | None:
+def metric_value(report: MonthlyReportData, metric: str, gpu_model: str = "") -> float | None:
     """``metric`` read from a monthly report dict (``reports.report_for(...)[0]``); None when it lacks it.
 
     Without ``gpu_model`` the figure is platform- (or tenant-) wide; the capacity figures are then summed over
@@ -95,7 +95,7 @@ def metric_value(report: dict, metric: str, gpu_model: str = "") -> float | None
     return None
 
 
-def _resource_share(report: dict) -> float | None:
+def _resource_share(report: MonthlyReportData) -> float | None:
     """Resource-related failures over all failures; 0 when jobs ran and none failed (nothing left to avoid)."""
     failures = report.get("failures_by_category")
     if not isinstance(failures, dict):
@@ -106,7 +106,7 @@ def _resource_share(report: dict) -> float | None:
     return round(share, 4)
 
 
-def _model_value(report: dict, metric: str, model: str) -> float | None:
+def _model_value(report: MonthlyReportData, metric: str, model: str) -> float | None:
     capacity = _row(report.get("utilisation_by_gpu_model"), "gpu_model", model)
     advice = _row(report.get("recommendations"), "gpu_model", model)
     figures = (advice or {}).get("figures") or {}
@@ -161,16 +161,6 @@ def edited_value(metric: str, typed: float | None, stored: float | None) -> floa
     if typed is not None and shown is not None and math.isclose(typed, shown, rel_tol=1e-9, abs_tol=1e-9):
         return stored
     return stored_value(metric, typed)
-
-
-def unit_text(metric: str) -> str:
-    if metric in HOUR_METRICS:
-        return _("hours")
-    if metric in SHARE_METRICS:
-        return _("percent")
-    if metric == M.DAYS_OVER_CAPACITY:
-        return _("days")
-    return _("GPU-hours")
 
 
 def metric_text(metric: str, value: float | None) -> str:
@@ -246,7 +236,45 @@ def is_overdue(action: ImprovementAction, month: date) -> bool:
     return action.due_month < month_start(month) and action.status not in CLOSED_STATUSES
 
 
-def action_row(action: ImprovementAction, month: date) -> dict:
+class ActionRow(TypedDict):
+    """An improvement action as the action list, its page and the review pack show it. Metric values
+    (``baseline``, ``target``, ``current``) are in the report's own units (seconds, fractions 0..1, days,
+    GPU-hours: ``metric_value``), the ``*_text`` beside each in hours and percents for people; months are
+    "YYYY-MM"."""
+
+    id: int
+    title: str
+    #: The owner's username ("" when none).
+    owner: str
+    #: The tenant's name; None for a platform action.
+    tenant: str | None
+    due_month: str
+    status: str
+    status_text: str
+    #: Due before the month it is judged in and neither done nor dropped.
+    overdue: bool
+    metric: str
+    metric_label: str
+    gpu_model: str
+    direction: str
+    direction_text: str
+    baseline: float | None
+    baseline_text: str
+    target: float | None
+    target_text: str
+    recommendation: str
+    notes: str
+    #: The month of the report the action was made from.
+    month_from: str
+    #: Set by ``actions_for_review`` only: the metric in the month reviewed, and whether it moved as expected
+    #: (None: no verdict yet, ``moved_text`` says why).
+    current: NotRequired[float | None]
+    current_text: NotRequired[str]
+    moved: NotRequired[bool | None]
+    moved_text: NotRequired[str]
+
+
+def action_row(action: ImprovementAction, month: date) -> ActionRow:
     """An action as plain data, judged as of ``month`` (without its current value: see ``actions_for_review``)."""
     return {
         "id": action.pk, "title": action.title, "owner": action.owner.get_username() if action.owner else "",
@@ -267,8 +295,8 @@ def _scoped(tenant: Tenant | None):
     return actions.filter(tenant__isnull=True) if tenant is None else actions.filter(tenant=tenant)
 
 
-def actions_for_review(month: date, tenant: Tenant | None = None, *, report: dict | None = None,
-                       now: datetime | None = None) -> list[dict]:
+def actions_for_review(month: date, tenant: Tenant | None = None, *, report: MonthlyReportData | None = None,
+                       now: datetime | None = None) -> list[ActionRow]:
     """The actions the review pack of ``month`` follows up, with the metric's value in that month.
 
     Those made from an earlier month's report that were still open when ``month`` began (planned or in
@@ -299,7 +327,7 @@ def actions_for_review(month: date, tenant: Tenant | None = None, *, report: dic
     return rows
 
 
-def action_list(user, status: str = "", due: date | None = None, today: date | None = None) -> list[dict]:
+def action_list(user, status: str = "", due: date | None = None, today: date | None = None) -> list[ActionRow]:
     """Every action ``user`` may see (platform and tenant ones), filtered by status and due month."""
     actions = ImprovementAction.objects.visible_to(user).select_related("owner", "tenant").order_by(
         "due_month", "pk")

@@ -6,9 +6,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from metering.forms import ActionCreateForm, ActionDeleteForm, ActionEditForm
 from metering.improvements import queries as improvement_queries
+from metering.improvements import services as improvements
 from metering.models import ImprovementAction, ImprovementStatus
 from metering.reports import monthly as reports
 from tenants import access
@@ -21,9 +23,8 @@ def _require_reader(user) -> None:
         raise PermissionDenied(_("Improvement actions are for managers and platform admins."))
 
 
-def _require_admin(user) -> None:
-    if not access.for_user(user).platform_admin:
-        raise PermissionDenied(_("Only platform admins create and change improvement actions."))
+#: Why anyone but a platform admin is refused the pages that write actions.
+ADMINS_ONLY = gettext_lazy("Only platform admins create and change improvement actions.")
 
 
 @login_required
@@ -44,7 +45,7 @@ def action_list(request):
     rows = [] if errors else improvement_queries.action_list(request.user, status=status, due=due)
     return render(request, "metering/actions.html", {
         "rows": rows, "status": status, "due": due_text, "statuses": ImprovementStatus.choices, "errors": errors,
-        "filtered": bool(status or due_text), "can_edit": access.for_user(request.user).platform_admin},
+        "filtered": bool(status or due_text), "can_edit": access.is_platform_admin(request.user)},
         status=400 if errors else 200)
 
 
@@ -61,13 +62,14 @@ def _prefill(request) -> dict:
         tenant = Tenant.objects.filter(name=tenant_name).first()
         if tenant is None:
             return {"month": f"{month:%Y-%m}", "due_month": f"{month:%Y-%m}"}
-    return improvement_queries.advice_prefill(month, tenant, request.GET.get("gpu_model", "")[:64],
+    return improvement_queries.advice_prefill(month, tenant,
+                                              request.GET.get("gpu_model", "")[:improvements.MAX_GPU_MODEL],
                                               request.GET.get("recommendation", ""))
 
 
 @login_required
+@access.platform_admin_required(message=ADMINS_ONLY)
 def action_create(request):
-    _require_admin(request.user)
     form = ActionCreateForm(request.POST or None, initial=None if request.method == "POST" else _prefill(request))
     if request.method == "POST":
         created = form.save(request.user)
@@ -80,8 +82,8 @@ def action_create(request):
 
 
 @login_required
+@access.platform_admin_required(message=ADMINS_ONLY)
 def action_edit(request, pk):
-    _require_admin(request.user)
     action = get_object_or_404(ImprovementAction.objects.select_related("owner", "tenant"), pk=pk)
     deleting = request.method == "POST" and "delete-reason" in request.POST
     form = ActionEditForm(request.POST if request.method == "POST" and not deleting else None, action=action)

@@ -10,7 +10,8 @@ point (a backtest), so the error the reader sees is the error of this method, no
 sized for the largest excess over the whole horizon, not only the first month over capacity, so the advice
 does not have to be repeated a month later.
 
-Everything comes from one aggregate query over ``CapacityDaily`` for the window (months x models rows, never
+The plan's shape is ``contract.CapacityPlan`` (its fields and units are documented there). Everything comes
+from one aggregate query over ``CapacityDaily`` for the window (months x models rows, never
 per day) plus the fleet catalogue for the node size the advice is rounded to, as ``reports.recommendations``
 does.
 """
@@ -31,6 +32,7 @@ from gpuportal.dates import local_day, month_start, next_month
 from gpuportal.db import PercentileCont
 from metering.models import CapacityAction, CapacityDaily
 from metering.reports import monthly as reports
+from metering.reports.contract import Advice, Backtest, CapacityPlan, ModelPlan
 from metering.review.parts import whole
 
 #: The share of days whose peak demand the plan covers.
@@ -85,7 +87,7 @@ def predict(points: list[tuple[int, float]], x: int, method: str) -> float:
     return max(points[-1][1], 0.0)
 
 
-def backtest(points: list[tuple[int, float]]) -> dict:
+def backtest(points: list[tuple[int, float]]) -> Backtest:
     """Forecast each past month from the months before it and compare with what happened.
 
     Each month is replayed with the method the plan would have used then (``method_for`` the number of
@@ -143,7 +145,7 @@ def _gpus_per_node() -> dict[str, int]:
     return {model: max(1, round(c.total_gpus / max(c.nodes, 1))) for model, c in gpu_model_catalogue().items()}
 
 
-def plan(month: date, months_back: int = 6, horizon: int = 3, now: datetime | None = None) -> dict:
+def plan(month: date, months_back: int = 6, horizon: int = 3, now: datetime | None = None) -> CapacityPlan:
     """The capacity plan for the report ``month`` (see the module's docstring for the method).
 
     Uses the ``months_back`` months up to and including ``month`` that have data (never days after today)
@@ -170,7 +172,7 @@ def plan(month: date, months_back: int = 6, horizon: int = 3, now: datetime | No
             "text": "" if models else _("No capacity history yet: nothing to forecast.")}
 
 
-def _model_plan(model: str, rows: list[dict], future: list[date], step: int) -> dict:
+def _model_plan(model: str, rows: list[dict], future: list[date], step: int) -> ModelPlan:
     history = [{"month": _label(row["month"]), "demand_mean_gpus": _r(row["demand_mean"]),
                 "demand_p95_gpus": _r(row["demand_p95"]), "held_mean_gpus": _r(row["held_mean"]),
                 "capacity_gpus": row["capacity"], "days": row["days"]} for row in rows]
@@ -194,7 +196,7 @@ def _model_plan(model: str, rows: list[dict], future: list[date], step: int) -> 
     return entry
 
 
-def with_advice(plan: dict, advice: list[dict]) -> dict:
+def with_advice(plan: CapacityPlan, advice: list[Advice]) -> CapacityPlan:
     """``plan`` with a ``beside_advice`` sentence for each model whose month's advice says "add" another number.
 
     The two answer different questions and both are shown: the advice sizes for the month that was (a share

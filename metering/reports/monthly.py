@@ -1,9 +1,9 @@
 """Monthly reports built from the rollups, frozen once the month has closed, and the capacity advice.
 
 ``build_report(month, tenant)`` reads only the fact tables (``UsageMonthly``, ``UsageDaily``, ``JobFact``,
-``CapacityDaily``) and returns plain JSON-ready data; the page, the API and ``monthly_report --format json``
-all show that same dictionary. A tenant report filters every query by that tenant, so it cannot carry
-another tenant's figures.
+``CapacityDaily``) and returns plain JSON data, typed and documented in ``metering.reports.contract``
+(``MonthlyReportData``); the page, the API and ``monthly_report --format json`` all show that same dictionary.
+A tenant report filters every query by that tenant, so it cannot carry another tenant's figures.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from gpuportal.formatting import figure_text
 from gpuportal.phrases import Phrase
 from gpuportal.validation import calendar_month
 from metering.models import CapacityAction, CapacityDaily, JobFact, MonthlyReport, UsageDaily, UsageMonthly
+from metering.reports.contract import Advice, MonthlyReportData, QuotaUse, TopUserRow, UsageRow, WaitRow
 from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory
 from tenants.models import Project, Quota, Tenant
 
 #: Failure categories that more or better hardware would have avoided.
 RESOURCE_FAILURES = (FailureCategory.OUT_OF_MEMORY, FailureCategory.NODE_FAULT, FailureCategory.GPU_FAULT)
-#: Capacity advice thresholds (see the README's "Capacity advice" table).
+#: Capacity advice thresholds (docs/metering-and-reports.md, "Capacity advice").
 ADD_WHEN_OVER_DAYS_SHARE = 0.2
 ADD_WHEN_P95_WAIT_HOURS = 4.0
 ADD_WHEN_ALLOCATION_RATE = 0.8
@@ -81,7 +82,7 @@ def _hours(seconds) -> float:
     return round((seconds or 0) / 3600, 2)
 
 
-def _usage_row(name: str, row: dict) -> dict:
+def _usage_row(name: str, row: dict) -> UsageRow:
     allocated, used = row["allocated"] or 0, row["used"] or 0
     return {"name": name, "gpu_hours_allocated": _hours(allocated), "gpu_hours_used": _hours(used),
             "efficiency": round(used / allocated, 4) if allocated else None,
@@ -89,14 +90,14 @@ def _usage_row(name: str, row: dict) -> dict:
             "cost": round(float(row["cost"] or 0), 2)}
 
 
-def _grouped(queryset, field: str, label=None) -> list[dict]:
+def _grouped(queryset, field: str, label=None) -> list[UsageRow]:
     rows = queryset.values(field).annotate(allocated=Sum("allocated_gpu_seconds"), used=Sum("used_gpu_seconds"),
                                            measured=Sum("measured_gpu_seconds"), cost=Sum("cost"))
     result = [_usage_row(label(row[field]) if label else row[field], row) for row in rows]
     return sorted(result, key=lambda r: -r["gpu_hours_allocated"])
 
 
-def _wait_rows(facts: list[dict], field: str) -> list[dict]:
+def _wait_rows(facts: list[dict], field: str) -> list[WaitRow]:
     groups: dict[str, list[float]] = defaultdict(list)
     for fact in facts:
         groups[fact[field]].append(fact["wait"])
@@ -124,7 +125,7 @@ def _waits(jobs, t0: datetime, t1: datetime, now: datetime) -> list[dict]:
     return rows
 
 
-def build_report(month: date, tenant: Tenant | None = None, now: datetime | None = None) -> dict:
+def build_report(month: date, tenant: Tenant | None = None, now: datetime | None = None) -> MonthlyReportData:
     """Every figure of the monthly report for ``tenant`` (None: platform-wide), from the rollups."""
     now = now or timezone.now()
     month = month_start(month)
@@ -152,7 +153,7 @@ def build_report(month: date, tenant: Tenant | None = None, now: datetime | None
     waits = _waits(jobs, t0, t1, now)
     all_waits = [w["wait"] for w in waits]
     elapsed = (min(t1, now) - t0).total_seconds()
-    report = {
+    report: MonthlyReportData = {
         "month": f"{month:%Y-%m}", "scope": "tenant" if tenant else "platform",
         "tenant": tenant.name if tenant else None, "currency": settings.METERING["CURRENCY"],
         "generated_at": now.isoformat(timespec="seconds"), "closed": is_closed(month, now),
@@ -188,7 +189,7 @@ def _project_label():
     return lambda pk: names.get(pk, str(pk))
 
 
-def _top_users(usage, submitted) -> list[dict]:
+def _top_users(usage, submitted) -> list[TopUserRow]:
     jobs = dict(submitted.values("user__username").annotate(n=Count("job_id")).values_list("user__username", "n"))
     rows = _grouped(usage, "user__username")[:10]
     for row in rows:
@@ -196,7 +197,7 @@ def _top_users(usage, submitted) -> list[dict]:
     return rows
 
 
-def _quota_vs_use(usage, tenant, elapsed_seconds: float) -> list[dict]:
+def _quota_vs_use(usage, tenant, elapsed_seconds: float) -> list[QuotaUse]:
     quotas = Quota.objects.select_related("tenant")
     if tenant is not None:
         quotas = quotas.filter(tenant=tenant)
@@ -250,7 +251,7 @@ def _capacity(month: date, following: date, now: datetime) -> dict:
     return {"models": sorted(models.values(), key=lambda m: m["gpu_model"]), "daily": daily}
 
 
-def recommendations(models: list[dict], waits: list[dict], submitted) -> list[dict]:
+def recommendations(models: list[dict], waits: list[dict], submitted) -> list[Advice]:
     """One piece of advice per GPU model (add / lend or move / keep) with the figures behind it."""
     failures = defaultdict(Counter)
     for model, category in submitted.filter(status="failed").values_list("gpu_model", "failure_category"):
@@ -313,7 +314,7 @@ def current_snapshot(month: date, tenant: Tenant | None):
 
 
 def report_for(month: date, tenant: Tenant | None = None,
-               now: datetime | None = None) -> tuple[dict, MonthlyReport | None]:
+               now: datetime | None = None) -> tuple[MonthlyReportData, MonthlyReport | None]:
     """The report to show: the frozen snapshot of a closed month, else the live figures (snapshot None).
 
     Reading never writes: a GET that froze snapshots let any reader decide when a month's figures were
@@ -327,7 +328,7 @@ def report_for(month: date, tenant: Tenant | None = None,
     return in_reader_language(snapshot.data), snapshot
 
 
-def in_reader_language(data: dict) -> dict:
+def in_reader_language(data: MonthlyReportData) -> MonthlyReportData:
     """``data`` with its advice in the reader's language. The advice is stored as English with its phrase
     (``recommendations``); a snapshot frozen by the beat task, in the site's language, is read in any other.
     The phrase itself is not shown: the report's shape stays what the API documents."""

@@ -8,13 +8,14 @@ shows and what the CSV holds cannot drift apart. Figures are plain plotly.js JSO
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from gpuportal.exports import csv_text
 from metering.models import CapacityAction
+from metering.reports.contract import Advice, MonthlyReportData
 
 #: The trace types of plotly.js's basic bundle, the one the pages load (a quarter of the full bundle's 4.8 MB,
 #: so a page is ready sooner): a figure may use no other.
@@ -23,13 +24,17 @@ BUNDLE_TRACE_TYPES = frozenset({"bar", "pie", "scatter"})
 
 @dataclass
 class Section:
+    """One section of a report or operations page: ``name`` (the CSV's and the anchor's), its translated
+    ``title``, the table's ``columns`` as (key of a row, translated header), the ``rows`` (a row of the report's
+    data, keyed as ``metering.reports.contract`` documents, units in the header), the plotly ``figure`` drawn
+    above it (None: a table only) and a ``note`` under the title."""
+
     name: str
     title: str
     columns: list[tuple[str, str]]
     rows: list[dict]
     figure: dict | None = None
     note: str = ""
-    extra: dict = field(default_factory=dict)
 
     def table(self) -> list[list]:
         return [[row.get(key) for key, _label in self.columns] for row in self.rows]
@@ -102,7 +107,7 @@ def _wait_section(name: str, title: str, first: str, rows: list[dict]) -> Sectio
                    bars(hours, "name", [("median_hours", _("median")), ("p95_hours", _("p95"))], _("hours")))
 
 
-def advice_section(name: str, title: str, advice: list[dict]) -> Section:
+def advice_section(name: str, title: str, advice: list[Advice]) -> Section:
     """The capacity advice as a table: the action by its label (the code stays in the JSON and the API)."""
     rows = [{**row, "action_label": _action_label(row.get("action", ""))} for row in advice]
     return Section(name, title, [("gpu_model", _("GPU model")), ("action_label", _("Action")),
@@ -116,7 +121,7 @@ def _action_label(code: str) -> str:
         return code
 
 
-def report_sections(data: dict) -> list[Section]:
+def report_sections(data: MonthlyReportData) -> list[Section]:
     """Every chart and table of a monthly report, in page order."""
     sections = [
         Section("daily", _("GPU-hours per day"), [("day", _("Day")), ("gpu_model", _("GPU model")),
@@ -156,7 +161,7 @@ def report_sections(data: dict) -> list[Section]:
     return sections
 
 
-def platform_sections(data: dict) -> list[Section]:
+def platform_sections(data: MonthlyReportData) -> list[Section]:
     utilisation = data["utilisation_by_gpu_model"]
     rates = [{**row, "allocated_pct": round((row["allocation_rate"] or 0) * 100, 1)} for row in utilisation]
     return [

@@ -43,7 +43,7 @@ def render_report_page(request, month, tenant, data, snapshot=None):
         "data": data, "month": month, "tenant": tenant, "snapshot": snapshot,
         "sections": presentation.report_sections(data),
         # A closed month can be frozen (or frozen anew) by a platform admin; reading it never freezes it.
-        "can_regenerate": bool(data.get("closed")) and access.for_user(request.user).platform_admin,
+        "can_regenerate": bool(data.get("closed")) and access.is_platform_admin(request.user),
         "unfrozen": snapshot is None and bool(data.get("closed")),
         "capacity_plan": capacity_plan.with_advice(capacity_plan.plan(month), data.get("recommendations") or [])
         if tenant is None else None,
@@ -78,7 +78,7 @@ def report_regenerate(request, month, tenant=None):
     try:
         if reports.is_closed(month) and reports.current_snapshot(month, scope) is None:
             # Not frozen yet: freeze the figures shown (the explicit action; reading never freezes).
-            if not access.for_user(request.user).platform_admin:
+            if not access.is_platform_admin(request.user):
                 raise PermissionDenied(_("Only platform admins freeze a report."))
             if not reason.strip():
                 raise ValueError(_("reason: say why the report is frozen now (it is recorded)."))
@@ -102,7 +102,7 @@ def operations_dashboard(request):
     groups = operations.dashboard(days)
     table = request.GET.get("csv")
     if table:
-        section = next((s for g in groups for s in g["sections"] if s.name == table), None)
+        section = next((s for g in groups for s in g.sections if s.name == table), None)
         if section is None:
             raise Http404(_("No table named %(t)s on this dashboard.") % {"t": table})
         return _csv_response(section, f"gpuportal-operations-{table}.csv")

@@ -1,19 +1,22 @@
-"""The monthly review pack: one JSON-ready document per month, platform-wide or per tenant, in four
-groups (resources, tasks, governance, improvements) that a platform team hands to leadership.
+"""The monthly review pack: one document per month, platform-wide or per tenant, in four groups (resources,
+tasks, governance, improvements) that a platform team hands to leadership.
 
 ``build_review`` computes everything from data, in the reader's language: the month's figures come from
 ``reports.report_for`` (the frozen snapshot of a closed month, so the pack says what the report page says),
 the previous month the same way for the comparison, and each group adds the few aggregate queries the report
-has no figure for (run times, checkpoints, approvals from the audit log, the capacity plan). The document's
-shape is the dict ``build_review`` returns (its docstring and the pack's tests); ``review_pdf`` and
-``review_xlsx`` render it and translate only their own chrome, so both formats show the same sentences and numbers.
+has no figure for (run times, checkpoints, approvals from the audit log, the capacity plan). The document is a
+``contract.ReviewDocument`` (its fields are documented there); ``render.pdf`` and ``render.xlsx`` lay it out and
+translate only their own chrome, so both formats show the same sentences and numbers.
 
-The groups live in ``review_groups``; this module holds the document's frame: coverage, comparison, summary.
+The groups live in ``groups`` and ``oversight``; this module holds the document's frame: coverage, comparison,
+summary.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.utils import timezone, translation
@@ -23,19 +26,21 @@ from gpuportal.dates import month_start
 from gpuportal.formatting import list_text
 from metering.models import CapacityDaily, MonthlyReport
 from metering.reports import monthly as reports
+from metering.reports.contract import MonthlyReportData
 from metering.review import groups as review_groups
 from metering.review import oversight as review_oversight
+from metering.review.contract import Comparison, Coverage, ReviewDocument, Section
 from metering.review.parts import ReviewContext, change_text, month_open_change
 from tenants.models import Tenant
 
-#: The groups in the order the document shows them (the contract fixes the keys).
+#: The groups' keys in the order the document shows them.
 GROUP_KEYS = ("resources", "tasks", "governance", "improvements")
 
 
 def build_review(month: date, tenant: Tenant | None = None, language: str | None = None,
-                 now: datetime | None = None) -> dict:
+                 now: datetime | None = None) -> ReviewDocument:
     """The review document of ``month`` for ``tenant`` (None: platform-wide) in ``language`` (default: the
-    active one), in the contract's shape."""
+    active one)."""
     now = now or timezone.now()
     month = month_start(month)
     with translation.override(language or translation.get_language() or settings.LANGUAGE_CODE):
@@ -43,22 +48,21 @@ def build_review(month: date, tenant: Tenant | None = None, language: str | None
         previous_month = month_start(month - timedelta(days=1))
         previous, _previous_snapshot = reports.report_for(previous_month, tenant, now)
         if not CapacityDaily.objects.filter(day__gte=previous_month, day__lt=month).exists():
-            previous = {}  # no data at all: "—" beside each figure, not zeros that make every figure "new"
+            previous = cast(MonthlyReportData, {})  # no data: "—" beside each figure, not zeros that read as "new"
         ctx = ReviewContext(month, tenant, now, report, previous, previous_month)
-        groups = [review_groups.resources(ctx), review_groups.tasks(ctx), review_oversight.governance(ctx),
-                  review_oversight.improvements(ctx)]
-        _changes_while_open(ctx, [f for group in groups for f in group["figures"]])
+        groups = _changes_while_open(ctx, [review_groups.resources(ctx), review_groups.tasks(ctx),
+                                           review_oversight.governance(ctx), review_oversight.improvements(ctx)])
         coverage, comparison = _coverage(ctx), _comparison(ctx, groups)
-        return {
-            "title": _title(ctx), "site": getattr(settings, "SITE_NAME", "") or "GPU Portal",
-            "month": ctx.month_text, "tenant": tenant.name if tenant else None,
-            "generated_at": now.isoformat(timespec="seconds"),
-            "snapshot_id": snapshot.pk if isinstance(snapshot, MonthlyReport) else None,
-            "language": translation.get_language(),
-            "coverage": coverage, "summary": _summary(ctx, groups, coverage),
-            "comparison": comparison, "groups": groups,
-            "appendix": [review_oversight.acceptance(ctx)] if tenant is None else [],
-        }
+        return ReviewDocument(
+            title=_title(ctx), site=getattr(settings, "SITE_NAME", "") or "GPU Portal",
+            month=ctx.month_text, tenant=tenant.name if tenant else None,
+            generated_at=now.isoformat(timespec="seconds"),
+            snapshot_id=snapshot.pk if isinstance(snapshot, MonthlyReport) else None,
+            language=translation.get_language(),
+            coverage=coverage, summary=_summary(ctx, groups, coverage),
+            comparison=comparison, groups=groups,
+            appendix=[review_oversight.acceptance(ctx)] if tenant is None else [],
+        )
 
 
 def _title(ctx: ReviewContext) -> str:
@@ -71,7 +75,7 @@ def _title(ctx: ReviewContext) -> str:
 # --- coverage --------------------------------------------------------------------------------------------
 
 
-def _coverage(ctx: ReviewContext) -> dict:
+def _coverage(ctx: ReviewContext) -> Coverage:
     """Whether the rollup covered every day of the month (of the days elapsed, for an open month).
 
     A day counts when the rollup wrote its capacity rows, for a tenant's pack too: a day the tenant ran
@@ -98,8 +102,8 @@ def _coverage(ctx: ReviewContext) -> dict:
                  "%(last)s); missing: %(missing)s.") % {
             "n": len(days), "total": expected, "month": ctx.month_text, "first": days[0].isoformat(),
             "last": days[-1].isoformat(), "missing": missing}
-    return {"complete": complete, "days_with_data": len(days), "days_expected": expected, "days_in_month": in_month,
-            "text": text}
+    return Coverage(complete=complete, days_with_data=len(days), days_expected=expected, days_in_month=in_month,
+                    text=text)
 
 
 def _days(first: date, last: date) -> list[date]:
@@ -127,24 +131,24 @@ COMPARISON_KEYS = ("gpu_hours_allocated", "gpu_hours_used", "efficiency", "jobs_
                    "wait_p95", "cost")
 
 
-def _changes_while_open(ctx: ReviewContext, figures: list[dict]) -> None:
+def _changes_while_open(ctx: ReviewContext, groups: list[Section]) -> list[Section]:
     """An open month's figures keep the previous month's beside them but no change (``month_open_change``)."""
     open_change = month_open_change(ctx)
     if open_change is None:
-        return
-    for row in figures:
-        if row.get("previous") is not None:
-            row["change"] = open_change
+        return groups
+    return [replace(group, figures=[replace(f, change=open_change) if f.previous is not None else f
+                                    for f in group.figures]) for group in groups]
 
 
-def _comparison(ctx: ReviewContext, groups: list[dict]) -> dict:
-    """The headline figures of the two months side by side: copies of the groups' own figures."""
-    by_key = {f["key"]: f for group in groups for f in group["figures"]}
-    return {"previous_month": f"{ctx.previous_month:%Y-%m}",
-            "rows": [dict(by_key[key]) for key in COMPARISON_KEYS if key in by_key]}
+def _comparison(ctx: ReviewContext, groups: list[Section]) -> Comparison:
+    """The headline figures of the two months side by side: the groups' own figures (frozen: shared, not
+    copied)."""
+    by_key = {f.key: f for group in groups for f in group.figures}
+    return Comparison(previous_month=f"{ctx.previous_month:%Y-%m}",
+                      rows=[by_key[key] for key in COMPARISON_KEYS if key in by_key])
 
 
-def _summary(ctx: ReviewContext, groups: list[dict], coverage: dict) -> list[str]:
+def _summary(ctx: ReviewContext, groups: list[Section], coverage: Coverage) -> list[str]:
     """The headline: the month's GPU-hours against the previous month's, whether the data is whole, then the
     first conclusion of each group. The GPU-hours are printed as ``monthly_report`` prints them (no grouping),
     so a reader can find the one figure in the other."""
@@ -162,11 +166,11 @@ def _summary(ctx: ReviewContext, groups: list[dict], coverage: dict) -> list[str
     else:
         lines = [_("%(hours)s GPU-hours allocated in %(month)s (no usage in %(before)s to compare with).") % {
             "hours": str(allocated), "month": ctx.month_text, "before": f"{ctx.previous_month:%Y-%m}"}]
-    if not coverage["complete"]:
-        lines.append(coverage["text"])
+    if not coverage.complete:
+        lines.append(coverage.text)
     for group in groups:
         # Resources opens with the GPU-hours line the summary has just given: its next conclusion is taken.
-        conclusions = group["conclusions"][1:] if group["key"] == "resources" else group["conclusions"]
+        conclusions = group.conclusions[1:] if group.key == "resources" else group.conclusions
         if conclusions:
             lines.append(conclusions[0])
     return lines

@@ -1,5 +1,5 @@
 """The usage groups of the review pack (resources, tasks), each answering one question of a monthly review from data;
-the oversight groups (governance, improvements) and the appendix are in ``review_oversight``.
+the oversight groups (governance, improvements) and the appendix are in ``oversight``.
 
 Each function takes the ``ReviewContext`` (the month's report and the previous month's, already read) and adds
 only aggregate queries of its own, a fixed number whatever the jobs: the pack of a busy month costs the same
@@ -10,6 +10,7 @@ check each conclusion against its table.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import date
 
 from django.db.models import Count, DurationField, Exists, ExpressionWrapper, F, OuterRef, Q, Sum
@@ -21,7 +22,9 @@ from fleet.models import Vendor
 from gpuportal.dates import day_start, next_month
 from gpuportal.db import PercentileCont
 from metering.models import JobFact
+from metering.reports.contract import JobOutcomes, ModelCapacity, QuotaUse, WaitRow
 from metering.reports.monthly import LEND_WHEN_IDLE_SHARE, resource_failure_share
+from metering.review.contract import Chart, Section
 from metering.review.parts import (
     ReviewContext,
     chart,
@@ -41,7 +44,7 @@ from scheduling.models import FailureCategory, JobArtifact, JobCheckpoint, TaskT
 # --- resources -------------------------------------------------------------------------------------------
 
 
-def resources(ctx: ReviewContext) -> dict:
+def resources(ctx: ReviewContext) -> Section:
     """Nodes, models, queues, quotas and usage peaks: do resources match the work?"""
     report, previous = ctx.report, ctx.previous
     catalogue = gpu_model_catalogue()
@@ -92,7 +95,8 @@ def resources(ctx: ReviewContext) -> dict:
                  [fleet, queues, quotas, peaks, by_model], [_daily_chart(ctx), _capacity_chart(ctx, models)])
 
 
-def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
+def _resource_conclusions(ctx: ReviewContext, catalogue, models: list[ModelCapacity],
+                          quota_rows: list[QuotaUse]) -> list[str]:
     """The month's GPU-hours first (the figure ``monthly_report`` prints, as it prints it), then what most needs
     a decision (demand above capacity, idle models), then the fleet and tenants above their guarantee."""
     report = ctx.report
@@ -129,7 +133,7 @@ def _resource_conclusions(ctx, catalogue, models, quota_rows) -> list[str]:
     return lines
 
 
-def _daily_chart(ctx: ReviewContext) -> dict | None:
+def _daily_chart(ctx: ReviewContext) -> Chart | None:
     by_model: dict[str, dict[str, float]] = defaultdict(dict)
     for row in ctx.report.get("daily") or []:
         by_model[row["gpu_model"]][row["day"]] = row["gpu_hours_allocated"]
@@ -139,7 +143,7 @@ def _daily_chart(ctx: ReviewContext) -> dict | None:
                  [(model, [values.get(d, 0.0) for d in days]) for model, values in sorted(by_model.items())])
 
 
-def _capacity_chart(ctx: ReviewContext, models: list[dict]) -> dict | None:
+def _capacity_chart(ctx: ReviewContext, models: list[ModelCapacity]) -> Chart | None:
     if ctx.platform:
         return chart("capacity_vs_demand", _("Capacity versus peak demand per GPU model"), "bar", _("GPU model"),
                      _("GPUs"), [m["gpu_model"] for m in models],
@@ -177,7 +181,20 @@ def _month_jobs(ctx: ReviewContext):
     return jobs if ctx.tenant is None else jobs.filter(tenant=ctx.tenant)
 
 
-def _checkpoints(ctx: ReviewContext) -> dict:
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """Checkpoints and artifacts of the month's jobs: jobs with a checkpoint, jobs retried, retried jobs with a
+    checkpoint to resume from, artifacts kept, jobs with artifacts and the artifacts' size (GB)."""
+
+    with_checkpoint: int
+    retried: int
+    retried_with_checkpoint: int
+    artifacts: int
+    jobs_with_artifacts: int
+    artifact_gb: float
+
+
+def _checkpoints(ctx: ReviewContext) -> _Kept:
     """Checkpoints and artifacts of the month's jobs: two aggregate queries."""
     jobs = _month_jobs(ctx)
     has_checkpoint = Exists(JobCheckpoint.objects.filter(job_id=OuterRef("job_id")))
@@ -187,11 +204,11 @@ def _checkpoints(ctx: ReviewContext) -> dict:
                             retried_with_checkpoint=Count("job_id", filter=retried & has_checkpoint))
     artifacts = JobArtifact.objects.filter(job_id__in=jobs.values("job_id")).aggregate(
         artifacts=Count("id"), jobs=Count("job_id", distinct=True), size=Sum("size_bytes"))
-    return {**counts, "artifacts": artifacts["artifacts"], "jobs_with_artifacts": artifacts["jobs"],
-            "artifact_gb": round((artifacts["size"] or 0) / 1e9, 2)}
+    return _Kept(**counts, artifacts=artifacts["artifacts"], jobs_with_artifacts=artifacts["jobs"],
+                 artifact_gb=round((artifacts["size"] or 0) / 1e9, 2))
 
 
-def tasks(ctx: ReviewContext) -> dict:
+def tasks(ctx: ReviewContext) -> Section:
     """Submissions, run times, failures, retries, waits, checkpoints: can failures and waits be explained?"""
     report, previous = ctx.report, ctx.previous
     jobs, before = report.get("jobs") or {}, previous.get("jobs") or {}
@@ -214,10 +231,10 @@ def tasks(ctx: ReviewContext) -> dict:
         [w["name"], w["jobs"], hours(w.get("wait_seconds_median")), hours(w.get("wait_seconds_p95"))]
         for w in wait_rows])
     kept = table("checkpoints", _("Checkpoints and artifacts"), [_("Measure"), _("Value")], [
-        [_("Jobs with checkpoints"), state["with_checkpoint"]], [_("Retried jobs"), state["retried"]],
-        [_("Retried jobs with a checkpoint to resume from"), state["retried_with_checkpoint"]],
-        [_("Artifacts kept"), state["artifacts"]], [_("Jobs with artifacts"), state["jobs_with_artifacts"]],
-        [_("Artifact size (GB)"), state["artifact_gb"]]])
+        [_("Jobs with checkpoints"), state.with_checkpoint], [_("Retried jobs"), state.retried],
+        [_("Retried jobs with a checkpoint to resume from"), state.retried_with_checkpoint],
+        [_("Artifacts kept"), state.artifacts], [_("Jobs with artifacts"), state.jobs_with_artifacts],
+        [_("Artifact size (GB)"), state.artifact_gb]])
     figures = [
         figure("jobs_submitted", _("Jobs submitted"), jobs.get("submitted"), "", before.get("submitted")),
         figure("jobs_failed", _("Jobs failed"), jobs.get("failed"), "", before.get("failed")),
@@ -233,16 +250,18 @@ def tasks(ctx: ReviewContext) -> dict:
     ]
     charts = [
         chart("failures", _("Failed jobs by reason"), "bar", _("Reason"), _("jobs"),
-              [row[0] for row in reasons["rows"]], [(_("failed jobs"), [row[1] for row in reasons["rows"]])]),
-        chart("waits", _("Wait per GPU model"), "bar", _("GPU model"), _("hours"), [row[0] for row in waits["rows"]],
-              [(_("median"), [row[2] for row in waits["rows"]]), (_("p95"), [row[3] for row in waits["rows"]])]),
+              [row[0] for row in reasons.rows], [(_("failed jobs"), [row[1] for row in reasons.rows])]),
+        chart("waits", _("Wait per GPU model"), "bar", _("GPU model"), _("hours"), [row[0] for row in waits.rows],
+              [(_("median"), [row[2] for row in waits.rows]), (_("p95"), [row[3] for row in waits.rows])]),
     ]
     conclusions = _task_conclusions(ctx, jobs, failures, failed_total, (run_median, run_p95), state, wait_rows)
     return group("tasks", _("Tasks"), _("Can failures and waits be explained?"), conclusions, figures,
                  [outcomes, reasons, waits, kept], charts)
 
 
-def _task_conclusions(ctx, jobs, failures, failed_total, run_times, state, wait_rows) -> list[str]:
+def _task_conclusions(ctx: ReviewContext, jobs: JobOutcomes, failures: dict[str, int], failed_total: int,
+                      run_times: tuple[float | None, float | None], state: _Kept,
+                      wait_rows: list[WaitRow]) -> list[str]:
     submitted = jobs.get("submitted") or 0
     if not submitted:
         return [_("No job was submitted in %(month)s.") % {"month": ctx.month_text}]
@@ -272,8 +291,8 @@ def _task_conclusions(ctx, jobs, failures, failed_total, run_times, state, wait_
     if retries:
         lines.append(ngettext("%(n)s retry was made after a failure.", "%(n)s retries were made after failures.",
                               retries) % {"n": whole(retries)})
-    if state["retried"]:
+    if state.retried:
         lines.append(ngettext("%(ck)s of %(n)s retried job had a checkpoint to resume from.",
-                              "%(ck)s of %(n)s retried jobs had a checkpoint to resume from.", state["retried"]) % {
-            "ck": whole(state["retried_with_checkpoint"]), "n": whole(state["retried"])})
+                              "%(ck)s of %(n)s retried jobs had a checkpoint to resume from.", state.retried) % {
+            "ck": whole(state.retried_with_checkpoint), "n": whole(state.retried)})
     return lines

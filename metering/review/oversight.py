@@ -1,6 +1,6 @@
 """The oversight groups of the review pack (governance, improvements) and its appendix (the acceptance
 checklist): are the rules used, who answers for what, what changes next and is the next expansion backed by
-data. Like ``review_groups``, each adds a fixed number of aggregate queries to the month's report.
+data. Like ``groups``, each adds a fixed number of aggregate queries to the month's report.
 
 Approvals are counted from the audit log, not from governance's tables: metering sits beside governance in
 the layers and may not import it, and the audit log is the record an auditor trusts anyway.
@@ -20,10 +20,12 @@ from audit.log import verify
 from audit.models import AuditAction, AuditRecord
 from gpuportal.dates import day_start, next_month
 from gpuportal.formatting import list_text
-from metering.acceptance.checklist import checklist
-from metering.improvements.queries import actions_for_review
+from metering.acceptance.checklist import Status, checklist
+from metering.improvements.queries import ActionRow, actions_for_review
 from metering.models import CapacityAction
 from metering.reports import capacity_plan
+from metering.reports.contract import Advice, CapacityPlan
+from metering.review.contract import Chart, Section, Table
 from metering.review.parts import ReviewContext, chart, choice_label, figure, group, percent_text, share, table, whole
 from tenants.models import Membership, PlatformRole, Role, Tenant
 
@@ -65,7 +67,7 @@ def _people(ctx: ReviewContext) -> tuple[dict, dict, list[str]]:
     return people, platform, names
 
 
-def _role_tables(ctx: ReviewContext, people: dict, platform: dict, names: list[str]) -> list[dict]:
+def _role_tables(ctx: ReviewContext, people: dict, platform: dict, names: list[str]) -> list[Table]:
     rows = [[tenant_name, choice_label(Role, role), len(users)]
             for (tenant_name, role), users in sorted(people.items())]
     if ctx.platform:
@@ -83,7 +85,7 @@ def _role_tables(ctx: ReviewContext, people: dict, platform: dict, names: list[s
                                                                             _("Who")], duties)]
 
 
-def governance(ctx: ReviewContext) -> dict:
+def governance(ctx: ReviewContext) -> Section:
     """Permissions, approvals, audit, cost attribution, responsibilities: are the rules really used?"""
     report = ctx.report
     counts = _audit_counts(ctx)
@@ -164,7 +166,7 @@ def _changes(ctx: ReviewContext) -> tuple[list[tuple], int]:
     return listed, (len(listed) if len(listed) < MAX_CHANGES_LISTED else records.count())
 
 
-def improvements(ctx: ReviewContext) -> dict:
+def improvements(ctx: ReviewContext) -> Section:
     """Recommendations, actions and whether their metric moved, the capacity plan, the month's changes to
     templates, rules and quotas: is the next expansion backed by data?"""
     advice = ctx.report.get("recommendations") or []
@@ -209,7 +211,8 @@ def improvements(ctx: ReviewContext) -> dict:
                  _improvement_conclusions(ctx, advice, actions, plan, change_count), figures, tables, charts)
 
 
-def _improvement_conclusions(ctx, advice, actions, plan: dict | None, change_count: int) -> list[str]:
+def _improvement_conclusions(ctx: ReviewContext, advice: list[Advice], actions: list[ActionRow],
+                             plan: CapacityPlan | None, change_count: int) -> list[str]:
     models = (plan or {}).get("models") or []
     lines = [] if ctx.platform else [_("Capacity advice is made for the whole platform, in its report and pack; "
                                        "this pack follows the tenant's own improvement actions.")]
@@ -255,7 +258,7 @@ def _improvement_conclusions(ctx, advice, actions, plan: dict | None, change_cou
     return lines
 
 
-def _plan_tables(plan: dict) -> list[dict]:
+def _plan_tables(plan: CapacityPlan) -> list[Table]:
     """The plan's figures (forecast per month as numbers) and, apart, the reasoning in words, so neither table
     is too wide for a page."""
     models = plan.get("models") or []
@@ -272,7 +275,7 @@ def _plan_tables(plan: dict) -> list[dict]:
                   why)]
 
 
-def _plan_chart(plan: dict) -> dict | None:
+def _plan_chart(plan: CapacityPlan) -> Chart | None:
     models = plan.get("models") or []
     past = list(plan.get("months") or [])
     future = sorted({f["month"] for m in models for f in m["forecast"]} - set(past))
@@ -292,12 +295,12 @@ def _plan_chart(plan: dict) -> dict | None:
 # --- appendix --------------------------------------------------------------------------------------------
 
 
-def acceptance(ctx: ReviewContext) -> dict:
+def acceptance(ctx: ReviewContext) -> Section:
     """The acceptance checklist as of the pack's making: one row per area with its status and evidence. It is
     read live, not per month (a go-live review signs the platform as it is), and says so."""
     rows = checklist(now=ctx.now)
-    present = [r for r in rows if r.get("status") == "present"]
-    missing = [r["area_label"] for r in rows if r.get("status") != "present"]
+    present = [r for r in rows if r.status == Status.PRESENT]
+    missing = [r.area_label for r in rows if r.status != Status.PRESENT]
     lines = [_("%(n)d of %(total)d areas have their evidence.") % {"n": len(present), "total": len(rows)},
              _("The checklist is read live, as of %(moment)s: its evidence covers all the data so far, not only "
                "%(month)s.") % {"moment": f"{timezone.localtime(ctx.now):%Y-%m-%d %H:%M}",
@@ -306,15 +309,9 @@ def acceptance(ctx: ReviewContext) -> dict:
         lines.append(_("Missing or needing attention: %(areas)s.") % {"areas": list_text(map(str, missing))})
     checklist_table = table("acceptance", _("Acceptance checklist"), [
         _("Area"), _("Capability"), _("Status"), _("Why"), _("Evidence"), _("Notes")], [
-        [str(r["area_label"]), r.get("capability", ""), r.get("status_text", r.get("status", "")), r.get("why", ""),
-         list_text((e.get("text", "") for e in r.get("evidence") or []), clauses=True),
-         list_text((_note_text(n) for n in r.get("notes") or []), clauses=True)] for r in rows])
+        [r.area_label, r.capability, r.status_text or r.status, r.why,
+         list_text((e.text for e in r.evidence), clauses=True),
+         list_text((n.summary for n in r.notes), clauses=True)] for r in rows])
     return group("acceptance", _("Acceptance checklist"), _("Is the platform ready to go live or to grow?"), lines,
                  [figure("areas_present", _("Areas with evidence"), len(present), "")],
                  [checklist_table], [])
-
-
-def _note_text(note) -> str:
-    if isinstance(note, dict):
-        return str(note.get("text") or note.get("configuration") or "")
-    return str(note)

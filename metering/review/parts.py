@@ -1,13 +1,15 @@
-"""Building blocks of the review document (``metering.review.document``): the context every group reads, the shapes of
-a group, figure, table and chart as the contract fixes them, and the few unit conversions they share.
+"""Building blocks of the review document (``metering.review.document``): the context every group reads, the builders
+of a group, figure, table and chart (the records of ``metering.review.contract``), and the few unit conversions
+they share.
 
-Kept apart from ``review`` and ``review_groups`` so both use one definition of each shape and one rule for
-"hours", "percent" and "+12 %" without importing each other.
+Kept apart from ``document`` and ``groups`` so both use one builder of each record and one rule for "hours",
+"percent" and "+12 %" without importing each other.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -15,18 +17,22 @@ from django.utils.translation import gettext as _
 
 from gpuportal.dates import local_day, next_month
 from gpuportal.formatting import figure_text
+from metering.reports.contract import MonthlyReportData
+from metering.review.contract import Cell, Chart, ChartKind, Figure, Number, Section, Series, Table
 from tenants.models import Tenant
 
 
 @dataclass
 class ReviewContext:
-    """What every group reads: the month, its scope, its report and the previous month's."""
+    """What every group reads: the month (its first day), its scope (None: the platform), the moment the
+    document is made, the month's report and the previous month's (empty when that month has no data at all:
+    "—" beside each figure, not zeros that make every figure "new")."""
 
     month: date
     tenant: Tenant | None
     now: datetime
-    report: dict
-    previous: dict
+    report: MonthlyReportData
+    previous: MonthlyReportData
     previous_month: date
 
     @property
@@ -57,10 +63,12 @@ class ReviewContext:
         return 0 < self.days_elapsed < self.days_in_month
 
 
-def group(key: str, title: str, question: str, conclusions, figures, tables, charts) -> dict:
-    return {"key": key, "title": title, "question": question, "conclusions": [c for c in conclusions if c],
-            "figures": figures, "tables": [t for t in tables if t is not None],
-            "charts": [c for c in charts if c is not None]}
+def group(key: str, title: str, question: str, conclusions: Iterable[str | None], figures: Iterable[Figure],
+          tables: Iterable[Table | None], charts: Iterable[Chart | None]) -> Section:
+    """A group with the conclusions, tables and charts that came out empty (None, "") left out."""
+    return Section(key=key, title=title, question=question, conclusions=[c for c in conclusions if c],
+                   figures=list(figures), tables=[t for t in tables if t is not None],
+                   charts=[c for c in charts if c is not None])
 
 
 def month_open_change(ctx: ReviewContext) -> str | None:
@@ -73,41 +81,31 @@ def month_open_change(ctx: ReviewContext) -> str | None:
     return _("month open: %(n)d of %(total)d days") % {"n": ctx.days_elapsed, "total": ctx.days_in_month}
 
 
-def figure(key: str, label: str, value, unit: str = "", previous=None) -> dict:
+def figure(key: str, label: str, value: Number, unit: str = "", previous: Number = None) -> Figure:
     """A figure with its change from the previous month, worked out here once (``change_text``) for every
     renderer: percentages move in points, other figures in per cent."""
-    return {"key": key, "label": label, "value": value, "unit": unit, "previous": previous,
-            "change": change_text(value, previous, points=unit == "%")}
+    return Figure(key=key, label=label, value=value, unit=unit, previous=previous,
+                  change=change_text(value, previous, points=unit == "%"))
 
 
-def table(key: str, title: str, columns: list[str], rows: list[list]) -> dict:
+def table(key: str, title: str, columns: list[str], rows: list[list[Cell]]) -> Table:
     """Cells are numbers where they are figures (the spreadsheet keeps them as numbers), text otherwise."""
-    return {"key": key, "title": title, "columns": [str(c) for c in columns], "rows": rows}
+    return Table(key=key, title=title, columns=[str(c) for c in columns], rows=rows)
 
 
-def chart(key: str, title: str, kind: str, x_label: str, y_label: str, categories: list[str],
-          series: list[tuple[str, list]]) -> dict | None:
-    """A chart, or None when there is nothing to draw (``chart_has_data``: the rule the renderers apply to a
+def chart(key: str, title: str, kind: ChartKind, x_label: str, y_label: str, categories: list[str],
+          series: list[tuple[str, list]]) -> Chart | None:
+    """A chart, or None when there is nothing to draw (``Chart.has_data``: the rule the renderers apply to a
     document they are given). A series of zeros is drawn: "no failure on any day" is a figure."""
-    built = {"key": key, "title": title, "kind": kind, "x_label": x_label, "y_label": y_label,
-             "categories": [str(c) for c in categories],
-             "series": [{"name": str(name), "values": list(values)} for name, values in series]}
-    return built if chart_has_data(built) else None
+    built = Chart(key=key, title=title, kind=kind, x_label=x_label, y_label=y_label,
+                  categories=[str(c) for c in categories],
+                  series=[Series(name=str(name), values=list(values)) for name, values in series])
+    return built if built.has_data else None
 
 
-def chart_has_data(chart: dict) -> bool:
+def chart_has_data(chart: Chart) -> bool:
     """Whether the chart has at least one category and one plottable value (else the renderers say "No data")."""
-    if not chart.get("categories"):
-        return False
-    return any(plottable(value) is not None for series in chart.get("series") or [] for value in series["values"])
-
-
-def plottable(value) -> float | None:
-    """A plottable number, or None for a gap (None, text, NaN, bool)."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return None if math.isnan(value) or math.isinf(value) else value
+    return chart.has_data
 
 
 def choice_label(choices, code: str) -> str:

@@ -1,7 +1,7 @@
 """Review pack downloads: ``/reports/YYYY-MM/pack.pdf`` and ``.../<tenant>/pack.xlsx``.
 
-Thin: who may read a pack is exactly who may read the month's report page (``services.report_scope``); the
-document is ``review.build_review`` in the request's language and ``review_formats`` turns it into a file.
+Thin: who may read a pack is exactly who may read the month's report page (``permissions.report_scope``); the
+document is ``document.build_review`` in the request's language and ``render.formats`` turns it into a file.
 """
 
 from django.contrib.auth.decorators import login_required

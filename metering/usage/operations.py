@@ -8,6 +8,7 @@ Everything is read from the rollups and the job facts, so the page costs the sam
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db.models import Count, Sum
@@ -41,7 +42,19 @@ def _series(rows, key: str, title: str, y_title: str, columns, name: str, kind="
                                                         stacked=stacked))
 
 
-def dashboard(days: int = 30, now=None) -> list[dict]:
+@dataclass(frozen=True, slots=True)
+class DashboardGroup:
+    """A group of the operations dashboard: ``name`` (its anchor), its translated ``title``, the question it
+    answers (``purpose``) and its sections (chart, table and CSV each)."""
+
+    name: str
+    title: str
+    purpose: str
+    sections: list[Section]
+
+
+def dashboard(days: int = 30, now=None) -> list[DashboardGroup]:
+    """The dashboard of the last ``days`` days up to ``now``: resources, jobs, governance."""
     now = now or timezone.now()
     first = local_day(now) - timedelta(days=days - 1)
     t0 = day_start(first)
@@ -57,12 +70,11 @@ def dashboard(days: int = 30, now=None) -> list[dict]:
     day = _("Day")
     model = _("GPU model")
     return [
-        {"name": "resources", "title": _("Resources"), "purpose": _("Where is the bottleneck?"),
-         "sections": _resources(capacity, facts, t0, day, model)},
-        {"name": "jobs", "title": _("Jobs"), "purpose": _("How good is the work that runs?"),
-         "sections": _jobs(facts, t0, day, model)},
-        {"name": "governance", "title": _("Governance"), "purpose": _("Who used what, who changed what, what to buy?"),
-         "sections": _governance(first, t0, now, facts, day)},
+        DashboardGroup("resources", _("Resources"), _("Where is the bottleneck?"),
+                       _resources(capacity, facts, t0, day, model)),
+        DashboardGroup("jobs", _("Jobs"), _("How good is the work that runs?"), _jobs(facts, t0, day, model)),
+        DashboardGroup("governance", _("Governance"), _("Who used what, who changed what, what to buy?"),
+                       _governance(first, t0, now, facts, day)),
     ]
 
 

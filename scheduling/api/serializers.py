@@ -6,6 +6,8 @@ from fleet.catalogue import gpu_model_catalogue
 from gpuportal.api import RequestSerializer, choose_from, number_field, text_field, whole_number_field
 from gpuportal.serializers import CompiledRepresentationMixin
 from scheduling.engine.reasons import WaitReason
+from scheduling.jobs import progress
+from scheduling.jobs.limits import CANCEL_REASON_MAX, MAX_ID
 from scheduling.jobs.submission import SUBMIT_FIELDS, SubmitField
 from scheduling.models import Job, JobEvent, TaskType, WorkloadKind
 from scheduling.workloads.queries import group_view, job_url
@@ -58,7 +60,7 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
         read_only=True, allow_null=True, help_text="The likely start range's beginning (null: unknown).")
     latest_start = serializers.DateTimeField(
         read_only=True, allow_null=True, help_text="The likely start range's end: calibrated on trace replays so "
-                                                   "that most jobs start between the two (README).")
+                                                   "that most jobs start between the two (docs/scheduling.md).")
     cpus_per_node = serializers.SerializerMethodField()
     memory_gb_per_node = serializers.SerializerMethodField()
     kind = serializers.ChoiceField(choices=WorkloadKind.choices, read_only=True)
@@ -143,7 +145,7 @@ class JobDetailSerializer(JobSerializer):
 
 #: Bounds of the submit fields the declaration leaves open (they depend on the fleet: the service answers 422
 #: past what the GPU model's nodes have); PostgreSQL's integer for whole numbers.
-OPEN_INT_MAX = 2 ** 31 - 1
+OPEN_INT_MAX = MAX_ID
 OPEN_FLOAT_MAX = 1e9
 
 
@@ -181,35 +183,33 @@ JobSubmitSerializer = type("JobSubmitSerializer", (JobSubmitFields,), {
 
 
 class CancelSerializer(RequestSerializer):
-    reason = text_field(500, required=False, blank=True, help_text="Why; shown on the job's timeline.")
-
-
-class JobActionSerializer(RequestSerializer):
-    """Hold and release take no fields; a body, when sent, must still be a JSON object."""
+    reason = text_field(CANCEL_REASON_MAX, required=False, blank=True, help_text="Why; shown on the job's timeline.")
 
 
 class CheckpointReportSerializer(RequestSerializer):
-    path = text_field(1000, help_text="Where the checkpoint is, e.g. /data/ckpt/12000.pt.")
-    size_bytes = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True)
-    step = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True,
+    path = text_field(progress.MAX_CHECKPOINT_PATH, help_text="Where the checkpoint is, e.g. /data/ckpt/12000.pt.")
+    size_bytes = whole_number_field(0, progress.MAX_COUNT, required=False, allow_null=True)
+    step = whole_number_field(0, progress.MAX_COUNT, required=False, allow_null=True,
                               help_text="The step it was taken at; the report's step when left out.")
 
 
 class ArtifactReportSerializer(RequestSerializer):
-    name = text_field(200, help_text="Reporting a name again replaces its URI.")
-    uri = text_field(1000)
-    size_bytes = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True)
+    name = text_field(progress.MAX_ARTIFACT_NAME, help_text="Reporting a name again replaces its URI.")
+    uri = text_field(progress.MAX_ARTIFACT_URI)
+    size_bytes = whole_number_field(0, progress.MAX_COUNT, required=False, allow_null=True)
 
 
 class JobReportSerializer(RequestSerializer):
     """What a running job reports about itself (``POST /api/jobs/{id}/report/``); every field is optional."""
 
-    step = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True, help_text="Steps done (at most total).")
-    total = whole_number_field(0, 2 ** 63 - 1, required=False, allow_null=True, help_text="Steps in all.")
-    message = text_field(500, required=False, blank=True, help_text="A line for the job page.")
+    step = whole_number_field(0, progress.MAX_COUNT, required=False, allow_null=True,
+                              help_text="Steps done (at most total).")
+    total = whole_number_field(0, progress.MAX_COUNT, required=False, allow_null=True, help_text="Steps in all.")
+    message = text_field(progress.MAX_MESSAGE, required=False, blank=True, help_text="A line for the job page.")
     checkpoint = CheckpointReportSerializer(required=False, allow_null=True)
-    artifacts = serializers.ListField(child=ArtifactReportSerializer(), required=False, max_length=50,
-                                      help_text="At most 50 a report.")
+    artifacts = serializers.ListField(child=ArtifactReportSerializer(), required=False,
+                                      max_length=progress.MAX_ARTIFACTS_PER_REPORT,
+                                      help_text=f"At most {progress.MAX_ARTIFACTS_PER_REPORT} a report.")
 
     def validate(self, attrs):
         if attrs.get("step") is not None and attrs.get("total") is not None and attrs["step"] > attrs["total"]:

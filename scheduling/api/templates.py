@@ -124,7 +124,7 @@ class TemplateViewSet(viewsets.ReadOnlyModelViewSet):
         fields = {k: v for k, v in body.validated_data.items() if k != "parameters" and v is not None}
         version = job_templates.latest_version(template)
         data = job_templates.apply_template(version, body.validated_data.get("parameters") or {}, fields)
-        job = submission.submit_job(request.user, data)
+        job = submission.create_jobs(request.user, submission.validate_job_request(request.user, data))
         job = get_object_or_404(job_queryset(request.user).prefetch_related("events__actor"), pk=job.pk)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 

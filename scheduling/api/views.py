@@ -77,7 +77,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def create(self, request):
         body = JobSubmitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        job = submission.submit_job(request.user, body.validated_data)
+        job = submission.create_jobs(request.user, submission.validate_job_request(request.user,
+                                                                                   body.validated_data))
         job = get_object_or_404(self.get_queryset().prefetch_related("events__actor"), pk=job.pk)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 

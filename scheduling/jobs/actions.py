@@ -22,8 +22,8 @@ from gpuportal.phrases import Phrase
 from scheduling import lifecycle
 from scheduling.executors import executor_for
 from scheduling.lifecycle import note
-from scheduling.models import ACTIVE_STATUSES, WAITING_STATUSES, Job, JobEvent, JobStatus, Reservation, TaskType
-from scheduling.tasks import request_scheduling_pass
+from scheduling.models import ACTIVE_STATUSES, WAITING_STATUSES, HeldBy, Job, JobEvent, JobStatus, Reservation, TaskType
+from scheduling.triggers import request_scheduling_pass
 from tenants import access
 
 
@@ -116,17 +116,16 @@ def set_hold(user, job: Job, hold: bool) -> Job:
     starts anyway."""
     if not access.can_manage_job(user, job.tenant_id, job.owner_id):
         raise PermissionDenied(_("You may not hold or release this job."))
-    is_admin = job.owner_id != user.pk or access.for_user(user).platform_admin
+    is_admin = job.owner_id != user.pk or access.is_platform_admin(user)
     with transaction.atomic():
         locked = Job.objects.select_for_update().only("status", "held_by").get(pk=job.pk)
         if locked.status not in WAITING_STATUSES:
             raise StateConflict({"status": _(
                 "Only a waiting job can be held or released; job #%(id)d is %(s)s now.") % {
                 "id": job.pk, "s": locked.get_status_display()}})
-        if not hold and locked.held_by == "admin" and not (access.for_user(user).platform_admin or access.has_role(
-                user, job.tenant_id, {"tenant_admin"})):
+        if not hold and locked.held_by == HeldBy.ADMIN and not access.can_manage_tenant(user, job.tenant_id):
             raise PermissionDenied(_("An admin hold can only be released by an admin."))
-        new = ("admin" if is_admin else "user") if hold else ""
+        new = (HeldBy.ADMIN if is_admin else HeldBy.USER) if hold else ""
         Job.objects.filter(pk=job.pk).update(held_by=new)
         job.refresh_from_db(fields=["status", "held_by"])  # the timeline says the state it was held in
         note(job, JobEvent.Kind.HOLD, Phrase(gettext_noop("Held by %(user)s.") if hold
@@ -140,7 +139,7 @@ def clear_avoidance(user, job: Job) -> Job:
     """Let a waiting job run again on the nodes its earlier attempts failed on (a platform admin who knows the
     nodes are repaired; without this the avoidance lasts ``SCHEDULER["AVOID_NODE_HOURS"]``). Audited: it
     overrides a rule the portal applied to protect the job."""
-    if not access.for_user(user).platform_admin:
+    if not access.is_platform_admin(user):
         raise PermissionDenied(_("Only a platform admin may clear a job's node avoidance."))
     with transaction.atomic():
         locked = Job.objects.select_for_update().only("status", "executor_state").get(pk=job.pk)

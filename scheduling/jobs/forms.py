@@ -1,8 +1,9 @@
 """The submit form, built from ``submission.SUBMIT_FIELDS``, and the template forms. The submit form's fields
 only carry what the user typed (as text, so a bad value comes back as typed); every rule is checked by
-``submission.validate_job_request`` (shared with the API), whose messages are attached to the fields. Started
-from a template, it also shows the template's parameters (``param_<name>``) and submits through
-``job_templates.apply_template``, the rule the API and the CLI use."""
+``submission.validate_job_request`` (shared with the API), whose messages are attached to the fields, and the
+typed request it returns is what ``submission.create_jobs`` stores. Started from a template, it also shows the
+template's parameters (``param_<name>``) and submits through ``scheduling.templates.services.apply_template``,
+the rule the API and the CLI use. The template forms' limits are the template service's."""
 
 import json
 
@@ -137,7 +138,7 @@ class JobSubmitForm(forms.Form):
         if not self.is_valid():
             return None
         try:
-            return submission.submit_job(self.user, self._request())
+            request = submission.validate_job_request(self.user, self._request())
         except ValidationError as exc:
             for field, messages in exc.message_dict.items():
                 if field.startswith("parameters."):
@@ -145,6 +146,7 @@ class JobSubmitForm(forms.Form):
                     field = PARAM_PREFIX + name if PARAM_PREFIX + name in self.fields else name
                 self.add_error(field if field in self.fields else None, messages)
             return None
+        return submission.create_jobs(self.user, request)
 
 
 # --- templates -----------------------------------------------------------------------------------------------
@@ -168,7 +170,7 @@ class TemplateContentForm(forms.Form):
 
     parameters = _json_field(_("Parameters"), PARAMETERS_HELP, 10)
     defaults = _json_field(_("Defaults"), DEFAULTS_HELP, 8)
-    note = forms.CharField(label=_("Change note"), required=False, max_length=500,
+    note = forms.CharField(label=_("Change note"), required=False, max_length=job_templates.MAX_NOTE,
                            help_text=_("What this version changes; shown in its history."))
 
     def _json(self, name: str, empty):
@@ -198,9 +200,9 @@ class TemplateCreateForm(TemplateContentForm):
     PLATFORM = "__platform__"
 
     tenant = forms.ChoiceField(label=_("Owner"), help_text=_("A tenant's template is offered to its members only."))
-    name = forms.CharField(label=_("Name"), max_length=100)
+    name = forms.CharField(label=_("Name"), max_length=job_templates.MAX_NAME)
     kind = forms.ChoiceField(label=_("Kind"), choices=WorkloadKind.choices, initial=WorkloadKind.BATCH)
-    description = forms.CharField(label=_("Description"), required=False, max_length=5000,
+    description = forms.CharField(label=_("Description"), required=False, max_length=job_templates.MAX_DESCRIPTION,
                                   widget=forms.Textarea(attrs={"rows": 2}))
     field_order = ["tenant", "name", "kind", "description", "parameters", "defaults", "note"]
 

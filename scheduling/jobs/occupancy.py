@@ -13,7 +13,7 @@ from fleet.occupancy import Headroom
 from scheduling import engine, lifecycle
 from scheduling.jobs import queries
 from scheduling.models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobEvent, Reservation
-from scheduling.tasks import request_scheduling_pass
+from scheduling.triggers import request_scheduling_pass
 
 
 def _active_allocations():

@@ -3,18 +3,25 @@
 ``SUBMIT_FIELDS`` is the single description of a submission's body. The page's form
 (``forms.JobSubmitForm``), the API's request serializer and its OpenAPI schema
 (``api.serializers.JobSubmitSerializer``) are built from it, and ``validate_job_request`` takes its labels
-and fixed limits from it, so the three can no longer disagree about a field. Limits that depend on the
-fleet (how many GPUs a node of a model has) come from the GPU-model catalogue at validation time.
+and fixed limits from it (``limits.py`` holds the numbers), so the three can no longer disagree about a
+field. Limits that depend on the fleet (how many GPUs a node of a model has) come from the GPU-model catalogue
+at validation time.
+
+``validate_job_request`` is the one check of a submission, whoever sends it (the form, the API, a template,
+a clone): each rule refuses one field, the refusals are collected in one ``ValidationError``, and what passes
+is a typed ``JobRequest`` in the units a job stores (millicores, MiB, thousandths of a GPU). The submit fields
+keep the units a person types (``cpus_per_node`` in CPUs, ``memory_gb_per_node`` in GB: the public API's
+and the CLI's names). ``create_jobs`` stores a ``JobRequest``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
@@ -24,17 +31,14 @@ from django.utils.translation import gettext_lazy, gettext_noop
 
 from fleet.catalogue import GpuModelCapacity, gpu_model_catalogue
 from gpuportal.phrases import Phrase
-from gpuportal.validation import whole_number
+from gpuportal.validation import Refusals, keyed, parse_whole_number, refuse
 from scheduling import lifecycle
+from scheduling.jobs.limits import MAX_ARRAY_TASKS, MAX_ID, MAX_REPLICAS
 from scheduling.models import Job, JobGroup, JobStatus, JobTemplateVersion, TaskType, Topology, WorkloadKind, label_of
-from scheduling.tasks import request_scheduling_pass
+from scheduling.triggers import request_scheduling_pass
 from tenants import access
 from tenants.models import Project, Quota, Tenant
 from tenants.quotas import effective_quotas, quota_gpus
-
-#: The most tasks one array may have and the most replicas one service may ask for.
-MAX_ARRAY_TASKS = 1000
-MAX_REPLICAS = 64
 
 
 def _max_runtime() -> int:
@@ -63,7 +67,8 @@ SUBMIT_FIELDS: tuple[SubmitField, ...] = (
         "that serve HTTP until stopped. Array: one task per index."),
                 choices=tuple(WorkloadKind.choices), default=WorkloadKind.BATCH),
     SubmitField("template_version", "int", gettext_lazy("Template version"),
-                gettext_lazy("The template version the request came from (set by the form)."), min_value=1),
+                gettext_lazy("The template version the request came from (set by the form)."), min_value=1,
+                max_value=MAX_ID),
     SubmitField("tenant", "text", gettext_lazy("Tenant"), gettext_lazy("Tenant name; optional when the project "
                                                                       "names it."), max_length=64),
     SubmitField("project", "text", gettext_lazy("Project"), gettext_lazy("Project name, or tenant/project."),
@@ -121,12 +126,17 @@ def submittable_projects(user):
     return [p for p in projects if access.can_submit(user, p.tenant_id)]
 
 
-def _text(data: dict, name: str) -> str:
+def _text(data: Mapping, name: str) -> str:
     value = data.get(name)
     return value.strip() if isinstance(value, str) else ""
 
 
-def _project_by_reference(user, ref: str, tenant, errors: dict) -> Project | None:
+def _whole(name: str, raw, minimum: int, maximum: int, too_large: str | None = None) -> int:
+    """``raw`` as a whole number within the bounds, or the refusal of field ``name``."""
+    return keyed(name, parse_whole_number, raw, minimum, maximum, _label(name), too_large)
+
+
+def _project_by_reference(user, ref: str, tenant) -> Project:
     projects = Project.objects.visible_to(user).select_related("tenant")
     if "/" in ref:  # "tenant/project", as a job's JSON shows it
         ref_tenant, _sep, ref = ref.partition("/")
@@ -136,16 +146,14 @@ def _project_by_reference(user, ref: str, tenant, errors: dict) -> Project | Non
     matches = list(projects.filter(name=ref)[:2])
     if not matches:
         where = _(" in tenant %(t)s") % {"t": tenant.name} if tenant else ""
-        errors["project"] = _("Unknown project %(name)r%(where)s.") % {"name": ref, "where": where}
-        return None
+        refuse("project", _("Unknown project %(name)r%(where)s.") % {"name": ref, "where": where})
     if len(matches) > 1:
-        errors["project"] = _("Project %(name)r exists in several of your tenants; name the tenant too.") % {
-            "name": ref}
-        return None
+        refuse("project", _("Project %(name)r exists in several of your tenants; name the tenant too.") % {
+            "name": ref})
     return matches[0]
 
 
-def _resolve_project(user, data: dict, errors: dict) -> Project | None:
+def _resolve_project(user, data: Mapping) -> Project:
     """A project names its tenant; ``tenant`` alone picks that tenant's first project.
 
     Projects and tenants the user cannot see are reported exactly like ones that do not exist.
@@ -157,35 +165,32 @@ def _resolve_project(user, data: dict, errors: dict) -> Project | None:
     if tenant_name:
         tenant = visible_tenants.filter(name=tenant_name).first()
         if tenant is None:
-            errors["tenant"] = _("Unknown tenant %(name)r.") % {"name": tenant_name}
-            return None
+            refuse("tenant", _("Unknown tenant %(name)r.") % {"name": tenant_name})
     ref = str(data.get("project") or "").strip()
     if ref:
-        project = _project_by_reference(user, ref, tenant, errors)
+        project = _project_by_reference(user, ref, tenant)
     else:
         if tenant is None:
             candidates = [t for t in visible_tenants if access.can_submit(user, t.pk)]
             if len(candidates) != 1:
-                errors["project"] = _("Choose a project.")
-                return None
+                refuse("project", _("Choose a project."))
             tenant = candidates[0]
         project = Project.objects.filter(tenant=tenant).order_by("name").first()
         if project is None:
-            errors["project"] = _("Tenant %(t)s has no project; ask its admin to create one.") % {"t": tenant.name}
-    if project is not None and not access.can_submit(user, project.tenant_id):
-        errors["project"] = _("You may not submit jobs in tenant %(t)s (your role there is read-only).") % {
-            "t": project.tenant.name}
-        return None
+            refuse("project", _("Tenant %(t)s has no project; ask its admin to create one.") % {"t": tenant.name})
+    if not access.can_submit(user, project.tenant_id):
+        refuse("project", _("You may not submit jobs in tenant %(t)s (your role there is read-only).") % {
+            "t": project.tenant.name})
     return project
 
 
-def _task_type(data: dict, errors: dict) -> TaskType | None:
+def _task_type(data: Mapping) -> TaskType:
     code = data.get("task_type")
     task_type = TaskType.objects.filter(code=code).first() if isinstance(code, str) and code else None
     if task_type is None:
         choices = ", ".join(TaskType.objects.values_list("code", flat=True))
-        errors["task_type"] = (_("Unknown task type %(code)r; choose one of: %(choices)s.") % {
-            "code": code, "choices": choices}) if code else _("Task type is required.")
+        refuse("task_type", (_("Unknown task type %(code)r; choose one of: %(choices)s.") % {
+            "code": code, "choices": choices}) if code else _("Task type is required."))
     return task_type
 
 
@@ -212,137 +217,138 @@ def resolve_models(spec: str, catalogue: dict[str, GpuModelCapacity]) -> list[st
     return found
 
 
-def _accept_models(data: dict, errors: dict) -> list[str]:
-    """Resolve ``accept_models``; the first becomes the GPU model when none is named, and a named GPU model
-    leads the list."""
+def _model_set(data: Mapping) -> list[str]:
+    """The models ``accept_models`` names, in its order (empty when it names none)."""
     spec = _text(data, "accept_models")
     if not spec:
         return []
     if not settings.SCHEDULER.get("ALLOW_MODEL_SETS", True):
-        errors["accept_models"] = _("This site runs each job on the one GPU model it names.")
-        return []
+        refuse("accept_models", _("This site runs each job on the one GPU model it names."))
     catalogue = gpu_model_catalogue()
     try:
-        models = resolve_models(spec, catalogue)
+        return resolve_models(spec, catalogue)
     except ValueError as bad:
-        errors["accept_models"] = _("%(part)r names no GPU model of the cluster; it has: %(known)s.") % {
-            "part": str(bad), "known": ", ".join(catalogue) or _("none yet")}
-        return []
-    primary = _text(data, "gpu_model")
-    if not primary:
-        data["gpu_model"] = models[0] if models else ""
-    elif primary not in models:
-        models.insert(0, primary)
-    return models if len(models) > 1 else []
+        refuse("accept_models", _("%(part)r names no GPU model of the cluster; it has: %(known)s.") % {
+            "part": str(bad), "known": ", ".join(catalogue) or _("none yet")})
 
 
-def _gpu_model(data: dict, errors: dict) -> tuple[str, GpuModelCapacity | None]:
+def _capacity(data: Mapping, model_name: str) -> GpuModelCapacity:
+    """What the cluster has of ``model_name`` (the GPU model named, or the first acceptable one)."""
     catalogue = gpu_model_catalogue()
-    model_name = _text(data, "gpu_model")
     capacity = catalogue.get(model_name)
     if capacity is None:
         known = ", ".join(catalogue) or _("none yet")
-        errors["gpu_model"] = (_("Unknown GPU model %(model)r; the cluster has: %(known)s.") % {
-            "model": data.get("gpu_model"), "known": known}) if model_name else _("GPU model is required.")
-    return model_name, capacity
+        refuse("gpu_model", (_("Unknown GPU model %(model)r; the cluster has: %(known)s.") % {
+            "model": data.get("gpu_model"), "known": known}) if model_name else _("GPU model is required."))
+    return capacity
 
 
-def _size(data: dict, errors: dict, clean: dict, capacity: GpuModelCapacity | None) -> None:
-    """GPUs per node and nodes, bounded by what the model's nodes have."""
-    model = clean["gpu_model"]
-    clean["gpus_per_node"] = whole_number(
-        errors, data, "gpus_per_node", 1, max(capacity.max_gpus_per_node if capacity else 64, 1),
-        _label("gpus_per_node"),
-        too_large=_("%%(value)d GPUs per node is more than any %(model)s node has (at most %%(max)d).")
-        % {"model": model} if capacity else None)
-    clean["node_count"] = whole_number(
-        errors, {"nodes": data.get("nodes", FIELDS["nodes"].default)}, "nodes", 1,
-        max(capacity.nodes if capacity else 1024, 1), _label("nodes"),
-        too_large=_("%%(value)d nodes is more than the %%(max)d %(model)s nodes the cluster has.")
-        % {"model": model} if capacity else None)
-    if capacity and "gpus_per_node" not in errors and "nodes" not in errors:
-        big_enough = capacity.nodes_with_at_least(clean["gpus_per_node"])
-        if clean["node_count"] > big_enough:
-            errors["nodes"] = _(
-                "%(n)d nodes with %(g)d %(model)s GPUs each can never fit: only %(k)d nodes have %(g)d GPUs "
-                "(the largest possible request is %(k)d x %(g)d).") % {
-                "n": clean["node_count"], "g": clean["gpus_per_node"], "model": model, "k": big_enough}
+#: Bounds of a size whose GPU model is unknown (that model is refused anyway, naming the models there are).
+UNKNOWN_MODEL_MAX_GPUS_PER_NODE, UNKNOWN_MODEL_MAX_NODES = 64, 1024
 
 
-def _runtime(data: dict, errors: dict, task_type: TaskType | None, kind: str) -> int | None:
+def _gpus_per_node(data: Mapping, model: str, capacity: GpuModelCapacity | None) -> int:
+    """GPUs per node, at most what the model's largest node has."""
+    return _whole("gpus_per_node", data.get("gpus_per_node"), 1,
+                  max(capacity.max_gpus_per_node if capacity else UNKNOWN_MODEL_MAX_GPUS_PER_NODE, 1),
+                  too_large=_("%%(value)d GPUs per node is more than any %(model)s node has (at most %%(max)d).")
+                  % {"model": model} if capacity else None)
+
+
+def _nodes(data: Mapping, model: str, capacity: GpuModelCapacity | None) -> int:
+    """Nodes, at most the model's nodes."""
+    return _whole("nodes", data.get("nodes", FIELDS["nodes"].default), 1,
+                  max(capacity.nodes if capacity else UNKNOWN_MODEL_MAX_NODES, 1),
+                  too_large=_("%%(value)d nodes is more than the %%(max)d %(model)s nodes the cluster has.")
+                  % {"model": model} if capacity else None)
+
+
+def _nodes_fit(model: str, capacity: GpuModelCapacity, gpus_per_node: int, node_count: int) -> None:
+    """Enough of the model's nodes have that many GPUs."""
+    big_enough = capacity.nodes_with_at_least(gpus_per_node)
+    if node_count > big_enough:
+        refuse("nodes", _(
+            "%(n)d nodes with %(g)d %(model)s GPUs each can never fit: only %(k)d nodes have %(g)d GPUs "
+            "(the largest possible request is %(k)d x %(g)d).") % {
+            "n": node_count, "g": gpus_per_node, "model": model, "k": big_enough})
+
+
+def _runtime(data: Mapping, task_type: TaskType | None, kind: str) -> int | None:
     runtime = data.get("max_runtime_minutes")
     if runtime in (None, "") and kind == WorkloadKind.SERVICE:
         return None  # a service runs until stopped unless a max runtime is set
     if runtime in (None, "") and task_type is not None:
         runtime = task_type.default_max_runtime_minutes
-    return whole_number(errors, {"max_runtime_minutes": runtime}, "max_runtime_minutes", 1, _max_runtime(),
-                        _label("max_runtime_minutes"))
+    return _whole("max_runtime_minutes", runtime, 1, _max_runtime())
 
 
-def _program(data: dict, errors: dict, clean: dict) -> None:
-    """Image, command and name: text within the declared lengths."""
+def _image(data: Mapping) -> str:
     image, limit = _text(data, "image"), FIELDS["image"].max_length
     if not image:
-        errors["image"] = _("Image is required (for example registry.local/pytorch:2.4).")
-    elif len(image) > limit or any(c.isspace() for c in image):
-        errors["image"] = _("Image must be one reference without spaces, at most %(max)d characters.") % {
-            "max": limit}
-    clean["image"] = image
-    command = data.get("command") or ""
-    if not isinstance(command, str) or len(command) > FIELDS["command"].max_length:
-        errors["command"] = _("Command must be text of at most %(max)d characters.") % {
-            "max": FIELDS["command"].max_length}
-    clean["command"] = command if isinstance(command, str) else ""
-    name = data.get("name") or ""
-    if not isinstance(name, str) or len(name) > FIELDS["name"].max_length:
-        errors["name"] = _("Name must be at most %(max)d characters.") % {"max": FIELDS["name"].max_length}
-    clean["name"] = name.strip() if isinstance(name, str) else ""
+        refuse("image", _("Image is required (for example registry.local/pytorch:2.4)."))
+    if len(image) > limit or any(c.isspace() for c in image):
+        refuse("image", _("Image must be one reference without spaces, at most %(max)d characters.") % {
+            "max": limit})
+    return image
 
 
-def _placement(data: dict, errors: dict, clean: dict) -> None:
-    """Topology and GPU share."""
+def _command(data: Mapping) -> str:
+    command, limit = data.get("command") or "", FIELDS["command"].max_length
+    if not isinstance(command, str) or len(command) > limit:
+        refuse("command", _("Command must be text of at most %(max)d characters.") % {"max": limit})
+    return command
+
+
+def _name(data: Mapping) -> str:
+    name, limit = data.get("name") or "", FIELDS["name"].max_length
+    if not isinstance(name, str) or len(name) > limit:
+        refuse("name", _("Name must be at most %(max)d characters.") % {"max": limit})
+    return name.strip()
+
+
+def _topology(data: Mapping, node_count: int | None) -> str:
     topology = data.get("topology") or Topology.ANY
     if topology not in Topology.values:
-        errors["topology"] = _("Unknown topology %(t)r; choose one of: %(choices)s.") % {
-            "t": topology, "choices": ", ".join(Topology.values)}
-    elif topology == Topology.SAME_NODE and clean.get("node_count") not in (None, 1):
-        errors["topology"] = _("same_node needs nodes = 1 (got %(n)d).") % {"n": clean["node_count"]}
-    clean["topology"] = topology
+        refuse("topology", _("Unknown topology %(t)r; choose one of: %(choices)s.") % {
+            "t": topology, "choices": ", ".join(Topology.values)})
+    if topology == Topology.SAME_NODE and node_count not in (None, 1):
+        refuse("topology", _("same_node needs nodes = 1 (got %(n)d).") % {"n": node_count})
+    return topology
+
+
+def _gpu_milli(data: Mapping, gpus_per_node: int | None, node_count: int | None) -> int:
+    """The GPU share in thousandths of a GPU (1000: whole GPUs)."""
     share, spec = data.get("gpu_share"), FIELDS["gpu_share"]
-    clean["gpu_milli"] = 1000
     if share in (None, ""):
-        return
+        return 1000
     try:
         share_value = float(share)
     except (TypeError, ValueError):
         share_value = -1.0
     if not spec.min_value <= share_value <= spec.max_value:
-        errors["gpu_share"] = _("GPU share must be between %(min)g and %(max)g (got %(v)s).") % {
-            "min": spec.min_value, "max": spec.max_value, "v": share}
-    elif share_value < 1 and (clean.get("gpus_per_node") != 1 or clean.get("node_count") != 1):
-        errors["gpu_share"] = _("A GPU share below 1 needs exactly 1 GPU on 1 node.")
-    else:
-        clean["gpu_milli"] = round(share_value * 1000)
+        refuse("gpu_share", _("GPU share must be between %(min)g and %(max)g (got %(v)s).") % {
+            "min": spec.min_value, "max": spec.max_value, "v": share})
+    if share_value < 1 and (gpus_per_node != 1 or node_count != 1):
+        refuse("gpu_share", _("A GPU share below 1 needs exactly 1 GPU on 1 node."))
+    return round(share_value * 1000)
 
 
-def _host_resources(data: dict, errors: dict, clean: dict, capacity: GpuModelCapacity | None) -> None:
-    """CPUs and memory per node, at most what the model's largest node has."""
-    for name, scale, largest in (("cpus_per_node", 1000, capacity.max_cpu_milli if capacity else 0),
-                                 ("memory_gb_per_node", 1024, capacity.max_memory_mib if capacity else 0)):
-        raw = data.get(name)
-        clean[name] = None
-        if raw in (None, ""):
-            continue
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = -1.0
-        limit = largest / scale if largest else 1e9
-        if not 0 < value <= limit:
-            errors[name] = _("%(label)s must be above 0 and at most %(max)g (got %(v)s).") % {
-                "label": _label(name), "max": limit, "v": raw}
-        else:
-            clean[name] = round(value * scale)
+def _per_node(data: Mapping, name: str, scale: int, largest: int) -> int | None:
+    """CPUs (``cpus_per_node``, in CPUs) or memory (``memory_gb_per_node``, in GB) per node as typed, at most
+    what the model's largest node has (``largest``, in millicores or MiB), returned in millicores or MiB
+    (``scale`` of them to the typed unit); None when left empty (the task type's default applies)."""
+    raw = data.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = -1.0
+    limit = largest / scale if largest else 1e9
+    if not 0 < value <= limit:
+        refuse(name, _("%(label)s must be above 0 and at most %(max)g (got %(v)s).") % {
+            "label": _label(name), "max": limit, "v": raw})
+    return round(value * scale)
 
 
 _ARRAY_PART = re.compile(r"^(\d{1,7})(?:-(\d{1,7})(?::(\d{1,7}))?)?$")
@@ -367,42 +373,35 @@ def parse_array(spec: str) -> list[int]:
     return sorted(indices)
 
 
-def _workload(data: dict, errors: dict, clean: dict) -> None:
-    """The kind and what it adds: a notebook or a service replica runs on one node; a service has replicas and
-    a port; an array has indices and perhaps a limit on tasks at once."""
+def _kind(data: Mapping) -> str:
     kind = data.get("kind") or WorkloadKind.BATCH
     if kind not in WorkloadKind.values:
-        errors["kind"] = _("Unknown kind %(k)r; choose one of: %(choices)s.") % {
-            "k": kind, "choices": ", ".join(WorkloadKind.values)}
-        kind = WorkloadKind.BATCH
-    clean.update(kind=kind, replicas=1, port=None, indices=[], array_parallelism=None)
-    if kind in (WorkloadKind.NOTEBOOK, WorkloadKind.SERVICE) and clean.get("node_count") not in (None, 1):
-        errors["nodes"] = _("A %(kind)s runs on one node (each replica on one node); got %(n)d nodes.") % {
-            "kind": label_of(WorkloadKind, kind).lower(), "n": clean["node_count"]}
-    if kind == WorkloadKind.SERVICE:
-        clean["replicas"] = whole_number(errors, {"replicas": data.get("replicas") or 1}, "replicas", 1,
-                                         MAX_REPLICAS, _label("replicas"))
-        clean["port"] = whole_number(errors, {"port": data.get("port") or FIELDS["port"].default}, "port", 1,
-                                     65535, _label("port"))
-    if kind == WorkloadKind.ARRAY:
-        spec = _text(data, "array")
-        if not spec:
-            errors["array"] = _("An array needs its indices, for example 0-99.")
-        elif len(spec) > FIELDS["array"].max_length:
-            errors["array"] = _("Array indices must be at most %(max)d characters.") % {
-                "max": FIELDS["array"].max_length}
-        else:
-            try:
-                clean["indices"] = parse_array(spec)
-            except OverflowError:
-                errors["array"] = _("An array may have at most %(max)d tasks; %(spec)s names more.") % {
-                    "max": MAX_ARRAY_TASKS, "spec": spec}
-            except ValueError as bad:
-                errors["array"] = _("Array indices look like 0-99, 0-99:2 or 1,3,7; %(part)r is not one.") % {
-                    "part": str(bad)}
-        if data.get("array_parallelism") not in (None, ""):
-            clean["array_parallelism"] = whole_number(errors, data, "array_parallelism", 1, MAX_ARRAY_TASKS,
-                                                      _label("array_parallelism"))
+        refuse("kind", _("Unknown kind %(k)r; choose one of: %(choices)s.") % {
+            "k": kind, "choices": ", ".join(WorkloadKind.values)})
+    return kind
+
+
+def _one_node(kind: str, node_count: int | None) -> None:
+    """A notebook or a service replica runs on one node."""
+    if kind in (WorkloadKind.NOTEBOOK, WorkloadKind.SERVICE) and node_count not in (None, 1):
+        refuse("nodes", _("A %(kind)s runs on one node (each replica on one node); got %(n)d nodes.") % {
+            "kind": label_of(WorkloadKind, kind).lower(), "n": node_count})
+
+
+def _array_indices(data: Mapping) -> list[int]:
+    spec, limit = _text(data, "array"), FIELDS["array"].max_length
+    if not spec:
+        refuse("array", _("An array needs its indices, for example 0-99."))
+    if len(spec) > limit:
+        refuse("array", _("Array indices must be at most %(max)d characters.") % {"max": limit})
+    try:
+        return parse_array(spec)
+    except OverflowError:
+        refuse("array", _("An array may have at most %(max)d tasks; %(spec)s names more.") % {
+            "max": MAX_ARRAY_TASKS, "spec": spec})
+    except ValueError as bad:
+        refuse("array", _("Array indices look like 0-99, 0-99:2 or 1,3,7; %(part)r is not one.") % {
+            "part": str(bad)})
 
 
 def usable_version(user, number: int, tenant_id: int | None) -> JobTemplateVersion | None:
@@ -414,18 +413,16 @@ def usable_version(user, number: int, tenant_id: int | None) -> JobTemplateVersi
     return JobTemplateVersion.objects.filter(scope, pk=number).select_related("template").first()
 
 
-def _template_version(user, data: dict, errors: dict, clean: dict):
+def _template_version(user, data: Mapping, project: Project | None) -> JobTemplateVersion | None:
     """The template version a request came from: one the submitter's tenant may use (a platform template or
     one of the tenant's own)."""
-    raw = data.get("template_version")
+    raw, spec = data.get("template_version"), FIELDS["template_version"]
     if raw in (None, ""):
         return None
-    number = whole_number(errors, data, "template_version", 1, 2 ** 31 - 1, _label("template_version"))
-    if number is None:
-        return None
-    version = usable_version(user, number, clean["project"].tenant_id if clean.get("project") else None)
+    number = _whole("template_version", raw, int(spec.min_value), int(spec.max_value))
+    version = usable_version(user, number, project.tenant_id if project else None)
     if version is None:
-        errors["template_version"] = _("Unknown template version %(v)d.") % {"v": number}
+        refuse("template_version", _("Unknown template version %(v)d.") % {"v": number})
     return version
 
 
@@ -435,19 +432,15 @@ def _ask_for_quota(tenant: Tenant, model: str) -> str:
     return f"{reverse('governance:request-new')}?{query}"
 
 
-def _within_quota(errors: dict, clean: dict) -> None:
+def _within_quota(tenant: Tenant, models: list[str], gpus_per_node: int, node_count: int, replicas: int) -> None:
     """Refuse what could never run: a model the tenant has no quota for, or more GPUs than its limit.
 
-    Such a job would wait forever; the limit is the effective one (bursts active now included)."""
-    project, model = clean["project"], clean["gpu_model"]
-    if project is None or not model or {"gpu_model", "gpus_per_node", "nodes"} & errors.keys():
-        return
-    needed = quota_gpus(clean["gpus_per_node"], clean["node_count"]) * (clean.get("replicas") or 1)
-    problems = [quota_problem(project.tenant, candidate, needed, clean["node_count"])
-                for candidate in (clean.get("accept_models") or [model])]
-    if all(problems):  # one acceptable model the tenant may use is enough: the job lands only there
-        field, message = problems[0]
-        errors[field] = message
+    Such a job would wait forever; the limit is the effective one (bursts active now included). One acceptable
+    model the tenant may use is enough: the job lands only there."""
+    needed = quota_gpus(gpus_per_node, node_count) * replicas
+    problems = [quota_problem(tenant, candidate, needed, node_count) for candidate in models]
+    if all(problems):
+        refuse(*problems[0])
 
 
 def quota_problem(tenant: Tenant, model: str, needed: int, nodes: int) -> tuple[str, str] | None:
@@ -466,61 +459,124 @@ def quota_problem(tenant: Tenant, model: str, needed: int, nodes: int) -> tuple[
     return None
 
 
-def validate_job_request(user, data: dict) -> dict:
-    """Check a submission and return clean values, or raise ValidationError naming each bad field.
+@dataclass(frozen=True)
+class JobRequest:
+    """A submission that passed every rule, in the units a job stores: what ``create_jobs`` and
+    ``create_member`` write. ``cpu_millicores`` and ``memory_mib`` are None where the task type's per-GPU
+    defaults apply; ``asked`` is the submission as the submit fields name it (kept on a group, read by clone)."""
 
-    The same rules serve the form and the API, so both say the same thing about the same input.
+    project: Project
+    task_type: TaskType
+    kind: str
+    gpu_model: str
+    accept_models: list[str]
+    gpus_per_node: int
+    node_count: int
+    topology: str
+    gpu_milli: int
+    cpu_millicores: int | None
+    memory_mib: int | None
+    image: str
+    command: str
+    name: str
+    max_runtime_minutes: int | None
+    requeue_on_preemption: bool
+    template_version: JobTemplateVersion | None
+    replicas: int = 1
+    port: int | None = None
+    indices: list[int] = field(default_factory=list)
+    array_parallelism: int | None = None
+    asked: dict = field(default_factory=dict)
+
+
+def validate_job_request(user, data: Mapping) -> JobRequest:
+    """Check a submission (the form's text, the API's validated body, a template's or a clone's fields) and
+    return it typed, or raise one ValidationError naming each bad field.
+
+    The same rules serve the form and the API, so both say the same thing about the same input. Each rule
+    refuses one field; they are all tried (a rule that needs another field's value skips when that field was
+    refused) and their refusals are collected here, in one place.
     """
-    errors: dict[str, str] = {}
-    data = dict(data)  # the accepted models may name the GPU model
-    clean: dict = {"project": _resolve_project(user, data, errors)}
-    clean["task_type"] = _task_type(data, errors)
-    clean["accept_models"] = _accept_models(data, errors)
-    clean["gpu_model"], capacity = _gpu_model(data, errors)
-    _size(data, errors, clean, capacity)
-    _workload(data, errors, clean)
-    _within_quota(errors, clean)
-    clean["template_version"] = _template_version(user, data, errors, clean)
-    clean["max_runtime_minutes"] = _runtime(data, errors, clean["task_type"], clean["kind"])
-    _program(data, errors, clean)
-    _placement(data, errors, clean)
-    _host_resources(data, errors, clean, capacity)
-    clean["requeue_on_preemption"] = str(data.get("requeue_on_preemption", True)).lower() not in (
-        "false", "0", "no")
-    if errors:
-        raise ValidationError(errors)
-    return clean
+    refusals = Refusals()
+    attempt = refusals.attempt
+    project = attempt(_resolve_project, user, data)
+    task_type = attempt(_task_type, data)
+    models = attempt(_model_set, data) or []
+    gpu_model = _text(data, "gpu_model") or (models[0] if models else "")  # the first acceptable, when unnamed
+    if models and gpu_model not in models:  # a named GPU model leads the list
+        models.insert(0, gpu_model)
+    accept_models = models if len(models) > 1 else []
+    capacity = attempt(_capacity, data, gpu_model)
+    gpus_per_node = attempt(_gpus_per_node, data, gpu_model, capacity)
+    node_count = attempt(_nodes, data, gpu_model, capacity)
+    if capacity and gpus_per_node is not None and node_count is not None:
+        attempt(_nodes_fit, gpu_model, capacity, gpus_per_node, node_count)
+    kind = attempt(_kind, data) or WorkloadKind.BATCH
+    attempt(_one_node, kind, node_count)
+    replicas, port, indices, parallelism = 1, None, [], None
+    if kind == WorkloadKind.SERVICE:
+        replicas = attempt(_whole, "replicas", data.get("replicas") or 1, 1, FIELDS["replicas"].max_value)
+        port = attempt(_whole, "port", data.get("port") or FIELDS["port"].default, FIELDS["port"].min_value,
+                       FIELDS["port"].max_value)
+    if kind == WorkloadKind.ARRAY:
+        indices = attempt(_array_indices, data) or []
+        if data.get("array_parallelism") not in (None, ""):
+            parallelism = attempt(_whole, "array_parallelism", data.get("array_parallelism"), 1,
+                                  FIELDS["array_parallelism"].max_value)
+    if project is not None and gpu_model and not refusals.any_of("gpu_model", "gpus_per_node", "nodes"):
+        attempt(_within_quota, project.tenant, accept_models or [gpu_model], gpus_per_node, node_count,
+                replicas or 1)
+    template_version = attempt(_template_version, user, data, project)
+    max_runtime = attempt(_runtime, data, task_type, kind)
+    image, command, name = attempt(_image, data), attempt(_command, data), attempt(_name, data)
+    topology = attempt(_topology, data, node_count)
+    gpu_milli = attempt(_gpu_milli, data, gpus_per_node, node_count)
+    cpu_millicores = attempt(_per_node, data, "cpus_per_node", 1000, capacity.max_cpu_milli if capacity else 0)
+    memory_mib = attempt(_per_node, data, "memory_gb_per_node", 1024, capacity.max_memory_mib if capacity else 0)
+    refusals.raise_any()
+    return JobRequest(
+        project=project, task_type=task_type, kind=kind, gpu_model=gpu_model, accept_models=accept_models,
+        gpus_per_node=gpus_per_node, node_count=node_count, topology=topology, gpu_milli=gpu_milli,
+        cpu_millicores=cpu_millicores, memory_mib=memory_mib, image=image, command=command, name=name,
+        max_runtime_minutes=max_runtime,
+        requeue_on_preemption=str(data.get("requeue_on_preemption", True)).lower() not in ("false", "0", "no"),
+        template_version=template_version, replicas=replicas, port=port, indices=indices,
+        array_parallelism=parallelism, asked=submitted_request(data))
 
 
-def submitted_request(data: dict) -> dict:
+def submitted_request(data: Mapping) -> dict:
     """What a submission asked for, as the submit fields name it (kept on a group, read by clone): the declared
     fields only, so nothing else a client sent is stored."""
     return {name: data[name] for name in FIELDS if data.get(name) not in (None, "")}
 
 
-def submit_job(user, data: dict) -> Job:
-    """Validate and store a job; it queues at once unless its task type needs approval.
+def submit_job(user, data: Mapping) -> Job:
+    """Validate a submission (``validate_job_request``) and store it (``create_jobs``)."""
+    return create_jobs(user, validate_job_request(user, data))
+
+
+def create_jobs(user, request: JobRequest) -> Job:
+    """Store a validated submission; it queues at once unless its task type needs approval.
 
     A service stores a group and one job per replica, an array a group and one job per index; the job
     returned is the first member."""
-    clean = validate_job_request(user, data)
-    project, task_type = clean["project"], clean["task_type"]
+    project, task_type = request.project, request.task_type
     now = timezone.now()
-    name = clean["name"] or f"{task_type.code}-{clean['gpu_model'].lower()}-{now:%m%d-%H%M%S}"
+    name = request.name or f"{task_type.code}-{request.gpu_model.lower()}-{now:%m%d-%H%M%S}"
     with transaction.atomic():
         group = None
-        if clean["kind"] in (WorkloadKind.SERVICE, WorkloadKind.ARRAY):
-            is_service = clean["kind"] == WorkloadKind.SERVICE
+        if request.kind in (WorkloadKind.SERVICE, WorkloadKind.ARRAY):
+            is_service = request.kind == WorkloadKind.SERVICE
             group = JobGroup.objects.create(
                 kind=JobGroup.Kind.SERVICE if is_service else JobGroup.Kind.ARRAY, tenant=project.tenant,
-                project=project, owner=user, name=name, request=submitted_request(data),
-                indices=[] if is_service else clean["indices"],
-                size=clean["replicas"] if is_service else len(clean["indices"]),
-                parallelism=clean["array_parallelism"], port=clean["port"], image=clean["image"],
+                project=project, owner=user, name=name, request=request.asked,
+                indices=[] if is_service else request.indices,
+                size=request.replicas if is_service else len(request.indices),
+                parallelism=request.array_parallelism, port=request.port, image=request.image,
                 submitted_at=now)
-        members = (range(clean["replicas"]) if clean["kind"] == WorkloadKind.SERVICE
-                   else clean["indices"] if clean["kind"] == WorkloadKind.ARRAY else [None])
-        jobs = [create_member(user, clean, name, now, group, index) for index in members]
+        members = (range(request.replicas) if request.kind == WorkloadKind.SERVICE
+                   else request.indices if request.kind == WorkloadKind.ARRAY else [None])
+        jobs = [create_member(user, request, name, now, group, index) for index in members]
         request_scheduling_pass()
     job = jobs[0]
     job.refresh_from_db()  # the pass that ran on commit may have admitted it already
@@ -533,26 +589,26 @@ def member_name(name: str, kind: str, index: int | None) -> str:
     return f"{name}[{index}]" if kind == WorkloadKind.ARRAY else f"{name}-{index}"
 
 
-def create_member(user, clean: dict, name: str, now, group=None, index: int | None = None,
+def create_member(user, request: JobRequest, name: str, now, group=None, index: int | None = None,
                   revision: int | None = None) -> Job:
     """One job of a submission: the job itself, an array's task ``index`` or a service's replica ``index``."""
-    task_type = clean["task_type"]
+    task_type = request.task_type
     needs_approval = task_type.requires_approval
     reason = Phrase(gettext_noop("Submitted by %(user)s; task type %(t)s needs approval.") if needs_approval
                     else gettext_noop("Submitted by %(user)s; task type %(t)s needs no approval, queued."),
                     {"user": user.get_username(), "t": task_type.code})
-    project = clean["project"]
+    project = request.project
     return lifecycle.create_job(
         status=JobStatus.PENDING if needs_approval else JobStatus.QUEUED, reason=reason, actor=user,
-        tenant=project.tenant, project=project, owner=user, name=member_name(name, clean["kind"], index),
-        task_type=task_type, gpu_model=clean["gpu_model"], gpus_per_node=clean["gpus_per_node"],
-        node_count=clean["node_count"], image=clean["image"], command=clean["command"],
-        max_runtime_minutes=clean["max_runtime_minutes"], priority=task_type.priority, submitted_at=now,
-        topology=clean["topology"], gpu_milli=clean["gpu_milli"],
-        cpu_milli=clean["cpus_per_node"] or task_type.cpu_milli_per_gpu * clean["gpus_per_node"],
-        memory_mib=clean["memory_gb_per_node"] or task_type.memory_mib_per_gpu * clean["gpus_per_node"],
-        requeue_on_preemption=clean["requeue_on_preemption"], kind=clean["kind"], group=group,
-        accept_models=clean["accept_models"],
-        group_index=index, revision=(revision or 1) if clean["kind"] == WorkloadKind.SERVICE else None,
-        template_version=clean["template_version"],
+        tenant=project.tenant, project=project, owner=user, name=member_name(name, request.kind, index),
+        task_type=task_type, gpu_model=request.gpu_model, gpus_per_node=request.gpus_per_node,
+        node_count=request.node_count, image=request.image, command=request.command,
+        max_runtime_minutes=request.max_runtime_minutes, priority=task_type.priority, submitted_at=now,
+        topology=request.topology, gpu_milli=request.gpu_milli,
+        cpu_milli=request.cpu_millicores or task_type.cpu_milli_per_gpu * request.gpus_per_node,
+        memory_mib=request.memory_mib or task_type.memory_mib_per_gpu * request.gpus_per_node,
+        requeue_on_preemption=request.requeue_on_preemption, kind=request.kind, group=group,
+        accept_models=list(request.accept_models),
+        group_index=index, revision=(revision or 1) if request.kind == WorkloadKind.SERVICE else None,
+        template_version=request.template_version,
     )

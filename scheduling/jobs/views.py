@@ -19,6 +19,7 @@ from scheduling.jobs import actions as job_actions
 from scheduling.jobs import cloning, queries
 from scheduling.jobs.filtersets import JobFilterSet
 from scheduling.jobs.forms import JobSubmitForm
+from scheduling.jobs.limits import CANCEL_REASON_MAX
 from scheduling.jobs.progress import estimated_finish, run_deadline
 from scheduling.models import LONG_RUNNING_KINDS, Job, WorkloadKind
 from scheduling.templates import services as job_templates
@@ -27,9 +28,6 @@ from tenants import access
 
 #: Arrays and services shown above the job list (the newest).
 GROUP_ROWS = 20
-
-#: The longest cancel reason the page takes (as the API's CancelSerializer).
-CANCEL_REASON_MAX = 500
 
 
 def _jobs(user):
@@ -79,6 +77,7 @@ def job_detail(request, pk):
         per_node.setdefault(gpu.node, []).append(gpu)
     return render(request, "scheduling/job_detail.html", {
         "job": job, "placement": sorted(per_node.items(), key=lambda item: item[0].name),
+        "max_cancel_reason": CANCEL_REASON_MAX,
         "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
         "estimated_finish": estimated_finish(job), "attempts": (job.executor_state or {}).get("attempts", []),
         "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
@@ -88,7 +87,7 @@ def job_detail(request, pk):
         "live": live_state(job) if job.kind in LONG_RUNNING_KINDS else None,
         "can_open": job.kind == WorkloadKind.NOTEBOOK and may_open(request.user, job),
         "can_clear_avoidance": job.is_waiting and bool((job.executor_state or {}).get("avoid_nodes"))
-        and access.for_user(request.user).platform_admin,
+        and access.is_platform_admin(request.user),
     })
 
 

@@ -42,6 +42,12 @@ PARAMETER_TYPES = ("int", "float", "text", "choice", "bool")
 NOT_TEMPLATED = ("template_version", "kind")
 MAX_PARAMETERS = 50
 MAX_TEXT_VALUE = 1000
+#: The longest name, description and change note a template may have, and a parameter's label or help (the
+#: forms, the checks and their messages read them).
+MAX_NAME = JobTemplate._meta.get_field("name").max_length
+MAX_DESCRIPTION = 5000
+MAX_NOTE = JobTemplateVersion._meta.get_field("note").max_length
+MAX_PARAMETER_TEXT = 500
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -82,20 +88,18 @@ def latest_version(template: JobTemplate) -> JobTemplateVersion | None:
 
 def can_manage(user, tenant_id: int | None) -> bool:
     """Platform admins manage every template; tenant admins their tenant's (never the platform's)."""
-    if access.for_user(user).platform_admin:
-        return True
-    return tenant_id is not None and tenant_id in access.admin_tenant_ids(user)
+    return access.can_manage_tenant(user, tenant_id)
 
 
 def manageable_tenants(user):
     """Tenants whose templates ``user`` manages (all for platform admins)."""
-    if access.for_user(user).platform_admin:
+    if access.is_platform_admin(user):
         return Tenant.objects.order_by("name")
     return Tenant.objects.filter(pk__in=access.admin_tenant_ids(user)).order_by("name")
 
 
 def may_manage_any(user) -> bool:
-    return access.for_user(user).platform_admin or bool(access.admin_tenant_ids(user))
+    return access.is_platform_admin(user) or bool(access.admin_tenant_ids(user))
 
 
 # --- parameters: their declaration and their values ---------------------------------------------------------
@@ -194,8 +198,9 @@ def _check_parameter(index: int, item, seen: set) -> str:
         return _("%(where)s: type %(type)r must be one of %(types)s.") % {
             "where": where, "type": item.get("type"), "types": ", ".join(PARAMETER_TYPES)}
     for key in ("label", "help"):
-        if not isinstance(item.get(key, ""), str) or len(item.get(key, "")) > 500:
-            return _("%(where)s: %(key)s must be text of at most 500 characters.") % {"where": where, "key": key}
+        if not isinstance(item.get(key, ""), str) or len(item.get(key, "")) > MAX_PARAMETER_TEXT:
+            return _("%(where)s: %(key)s must be text of at most %(max)d characters.") % {
+                "where": where, "key": key, "max": MAX_PARAMETER_TEXT}
     choices = item.get("choices")
     if item["type"] == "choice" and (not isinstance(choices, list) or not choices
                                      or not all(isinstance(c, str | int) and not isinstance(c, bool)
@@ -239,12 +244,6 @@ def check_defaults(defaults) -> list[str]:
     return problems
 
 
-def submit_field_parameters(version: JobTemplateVersion) -> set[str]:
-    """Names of the version's parameters that set a submit field of the same name."""
-
-    return {p["name"] for p in version.parameters if p["name"] in FIELDS}
-
-
 def apply_template(version: JobTemplateVersion, parameters: dict | None = None,
                    fields: dict | None = None) -> dict:
     """The submission ``version`` makes with these parameter values and explicit ``fields`` (the module's
@@ -285,13 +284,25 @@ def _content(version: JobTemplateVersion) -> dict:
             "note": version.note}
 
 
-def _check_content(parameters, defaults, note: str, errors: dict) -> None:
-    if problems := check_parameters(parameters):
-        errors["parameters"] = problems
-    if problems := check_defaults(defaults):
-        errors["defaults"] = problems
-    if len(note or "") > 500:
-        errors["note"] = _("Change note: at most 500 characters (got %(n)d).") % {"n": len(note)}
+def _content_problems(parameters, defaults, note: str) -> dict[str, list[str]]:
+    """What is wrong with a version's content, by field (empty when nothing is)."""
+    problems = {"parameters": check_parameters(parameters), "defaults": check_defaults(defaults)}
+    if len(note or "") > MAX_NOTE:
+        problems["note"] = [_("Change note: at most %(max)d characters (got %(n)d).") % {
+            "max": MAX_NOTE, "n": len(note)}]
+    return {field: found for field, found in problems.items() if found}
+
+
+def _name_problem(tenant: Tenant | None, name: str) -> str:
+    """Why ``name`` (stripped) cannot name a new template of ``tenant`` ("" when it can)."""
+    if not name:
+        return _("Name is required.")
+    if len(name) > MAX_NAME:
+        return _("Name: at most %(max)d characters (got %(n)d).") % {"max": MAX_NAME, "n": len(name)}
+    if JobTemplate.objects.filter(tenant=tenant, name=name).exists():
+        return _("%(where)s already has a template named %(name)r.") % {
+            "where": tenant.name if tenant else _("The platform"), "name": name}
+    return ""
 
 
 def create_template(user, *, tenant: Tenant | None, name: str, kind: str, description: str = "",
@@ -302,23 +313,17 @@ def create_template(user, *, tenant: Tenant | None, name: str, kind: str, descri
                                  "tenant's."))
     parameters = [] if parameters is None else parameters
     defaults = {} if defaults is None else defaults
-    errors: dict = {}
     name = (name or "").strip()
-    if not name:
-        errors["name"] = _("Name is required.")
-    elif len(name) > 100:
-        errors["name"] = _("Name: at most 100 characters (got %(n)d).") % {"n": len(name)}
-    elif JobTemplate.objects.filter(tenant=tenant, name=name).exists():
-        errors["name"] = _("%(where)s already has a template named %(name)r.") % {
-            "where": tenant.name if tenant else _("The platform"), "name": name}
-    if kind not in WorkloadKind.values:
-        errors["kind"] = _("Unknown kind %(k)r; choose one of: %(choices)s.") % {
-            "k": kind, "choices": ", ".join(WorkloadKind.values)}
-    if len(description or "") > 5000:
-        errors["description"] = _("Description: at most 5000 characters.")
-    _check_content(parameters, defaults, note, errors)
-    if errors:
-        raise ValidationError(errors)
+    problems = {field: message for field, message in (
+        ("name", _name_problem(tenant, name)),
+        ("kind", "" if kind in WorkloadKind.values else _("Unknown kind %(k)r; choose one of: %(choices)s.") % {
+            "k": kind, "choices": ", ".join(WorkloadKind.values)}),
+        ("description", "" if len(description or "") <= MAX_DESCRIPTION else _(
+            "Description: at most %(max)d characters.") % {"max": MAX_DESCRIPTION}),
+    ) if message}
+    problems.update(_content_problems(parameters, defaults, note))
+    if problems:
+        raise ValidationError(problems)
     with transaction.atomic():
         template = JobTemplate.objects.create(name=name, tenant=tenant, kind=kind, description=description or "")
         version = JobTemplateVersion.objects.create(template=template, version=1, parameters=parameters,
@@ -334,12 +339,11 @@ def add_version(user, template: JobTemplate, *, parameters, defaults, note: str 
     """Version N+1 of ``template`` (versions are never edited: a job keeps pointing at what it ran)."""
     if not can_manage(user, template.tenant_id):
         raise PermissionDenied(_("Only this template's tenant admins (or platform admins) may change it."))
-    errors: dict = {}
-    if template.archived:
-        errors["template"] = _("Template %(name)s is archived; it takes no new versions.") % {"name": template.name}
-    _check_content(parameters, defaults, note, errors)
-    if errors:
-        raise ValidationError(errors)
+    problems = {"template": _("Template %(name)s is archived; it takes no new versions.") % {
+        "name": template.name}} if template.archived else {}
+    problems.update(_content_problems(parameters, defaults, note))
+    if problems:
+        raise ValidationError(problems)
     with transaction.atomic():
         JobTemplate.objects.select_for_update().filter(pk=template.pk).first()  # one N+1 at a time
         previous = template.versions.order_by("-version").first()

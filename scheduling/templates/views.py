@@ -50,7 +50,8 @@ def template_detail(request, pk):
         "template": template, "latest": versions[0] if versions else None,
         "versions": [{"version": v, "parameters": json.dumps(v.parameters, indent=2, ensure_ascii=False),
                       "defaults": json.dumps(v.defaults, indent=2, ensure_ascii=False)} for v in versions],
-        "can_manage": job_templates.can_manage(request.user, template.tenant_id)})
+        "can_manage": job_templates.can_manage(request.user, template.tenant_id),
+        "max_archive_reason": ARCHIVE_REASON_MAX})
 
 
 @login_required

@@ -11,6 +11,8 @@ its desired replicas of its current revision, whatever message was lost on the w
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -18,12 +20,12 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from gpuportal.phrases import Phrase
-from gpuportal.validation import whole_number
+from gpuportal.validation import keyed, parse_whole_number
 from scheduling.executors import executor_for
 from scheduling.jobs import actions as job_actions
 from scheduling.jobs import submission
 from scheduling.models import TERMINAL_STATUSES, Job, JobEvent, JobGroup, JobStatus
-from scheduling.tasks import request_scheduling_pass
+from scheduling.triggers import request_scheduling_pass
 from tenants import access
 from tenants.quotas import quota_gpus
 
@@ -43,7 +45,7 @@ def _live(group: JobGroup):
     return group.members.exclude(status__in=TERMINAL_STATUSES)
 
 
-def _clean_request(user, group: JobGroup) -> dict:
+def _clean_request(user, group: JobGroup) -> submission.JobRequest:
     """The group's request validated again (as its owner's would be now): a replica added later obeys today's
     rules, and what no longer validates is said field by field."""
     return submission.validate_job_request(user, {**group.request, "replicas": 1})
@@ -51,7 +53,7 @@ def _clean_request(user, group: JobGroup) -> dict:
 
 def _add_replicas(user, group: JobGroup, count: int, why: str) -> list[Job]:
     clean = _clean_request(user, group)
-    clean["image"] = group.image or clean["image"]
+    clean = replace(clean, image=group.image or clean.image)
     taken = set(group.members.values_list("group_index", flat=True))
     now, added, index = timezone.now(), [], 0
     while len(added) < count:
@@ -67,11 +69,8 @@ def scale_service(user, group: JobGroup, data: dict) -> JobGroup:
     """Set the desired replicas: added ones queue (the scheduler places them), removed ones stop and free their
     GPUs (not-yet-running ones first, then the highest replica numbers)."""
     _may_operate(user, group)
-    errors: dict = {}
-    replicas = whole_number(errors, data, "replicas", 1, submission.MAX_REPLICAS, str(
-        submission.FIELDS["replicas"].label))
-    if errors:
-        raise ValidationError(errors)
+    replicas = keyed("replicas", parse_whole_number, data.get("replicas"), 1, submission.MAX_REPLICAS,
+                     str(submission.FIELDS["replicas"].label))
     sample = group.members.order_by("-id").first()
     if sample is not None:  # the replicas wanted, together, within the tenant's quota: submission's rule
         problem = submission.quota_problem(group.tenant, sample.gpu_model, replicas * quota_gpus(

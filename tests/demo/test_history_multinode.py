@@ -75,9 +75,9 @@ def test_the_seeded_months_show_the_multi_node_row_of_the_acceptance_checklist_p
     world = seed_structure()
     seed_history(world["users"], history_start())
 
-    (row,) = [row for row in acceptance.checklist() if row["area"] == "multi_node"]
-    assert row["status"] == acceptance.Status.PRESENT, row["why"]
-    texts = [item["text"] for item in row["evidence"]]
+    (row,) = [row for row in acceptance.checklist() if row.area == "multi_node"]
+    assert row.status == acceptance.Status.PRESENT, row.why
+    texts = [item.text for item in row.evidence]
     assert any("communication failure localised to dc1-r" in text for text in texts), texts
     ran = Job.objects.filter(node_count__gte=2, started_at__isnull=False).count()
     assert ran >= 11, ran

@@ -16,6 +16,7 @@ from audit import log as audit
 from audit.models import AuditAction, AuditRecord
 from fleet.models import Node, NodeEvent
 from metering.acceptance import checklist as acceptance
+from metering.acceptance.contract import Evidence
 from metering.models import (
     AcceptanceArea,
     AcceptanceNote,
@@ -46,7 +47,7 @@ def tiny_png() -> bytes:
 
 
 def by_area(rows) -> dict:
-    return {row["area"]: row for row in rows}
+    return {row.area: row for row in rows}
 
 
 def multi_card_job(users, status=JobStatus.SUCCEEDED, category=""):
@@ -112,18 +113,18 @@ def capacity_days(count: int, first=date(2026, 10, 1)):
 @pytest.mark.django_db
 def test_no_data_every_row_missing_with_why():
     rows = acceptance.checklist()
-    assert [row["area"] for row in rows] == AREAS
-    assert {row["status"] for row in rows} == {"missing"}
-    assert [row["evidence"] for row in rows] == [[], [], [], []]
+    assert [row.area for row in rows] == AREAS
+    assert {row.status for row in rows} == {"missing"}
+    assert [row.evidence for row in rows] == [[], [], [], []]
     rows = by_area(rows)
-    assert "No multi-card job" in rows["multi_card"]["why"]
-    assert rows["multi_node"]["why"] == "No multi-node job has run yet."
-    assert "No tenant usage" in rows["multi_tenant"]["why"]
-    assert "no frozen report" in rows["operations"]["why"]
-    assert all(row["status_text"] == "Evidence missing" and row["capability"] and row["rule"]
+    assert "No multi-card job" in rows["multi_card"].why
+    assert rows["multi_node"].why == "No multi-node job has run yet."
+    assert "No tenant usage" in rows["multi_tenant"].why
+    assert "no frozen report" in rows["operations"].why
+    assert all(row.status_text == "Evidence missing" and row.capability and row.rule
                for row in rows.values())
-    assert "fewer than 20 % of the multi-node jobs" in rows["multi_node"]["rule"]
-    assert "at least 30 days of data" in rows["operations"]["rule"]
+    assert "fewer than 20 % of the multi-node jobs" in rows["multi_node"].rule
+    assert "at least 30 days of data" in rows["operations"].rule
 
 
 def test_jobs_give_multi_card_present_and_multi_node_attention(world, users):
@@ -136,19 +137,19 @@ def test_jobs_give_multi_card_present_and_multi_node_attention(world, users):
 
     rows = by_area(acceptance.checklist())
     card_row, node_row = rows["multi_card"], rows["multi_node"]
-    assert card_row["status"] == "present"
-    assert "1 multi-card job succeeded on H100 (8 GPUs, NVLink)" in card_row["why"]
-    assert "none failed with a node, GPU or communication fault" in card_row["why"]
-    urls = [item["url"] for item in card_row["evidence"]]
+    assert card_row.status == "present"
+    assert "1 multi-card job succeeded on H100 (8 GPUs, NVLink)" in card_row.why
+    assert "none failed with a node, GPU or communication fault" in card_row.why
+    urls = [item.url for item in card_row.evidence]
     assert reverse("scheduling:job-detail", args=[card.pk]) in urls
     assert reverse("scheduling:job-detail", args=[node_job.pk]) not in urls  # two nodes: the other row's
-    assert any(item["text"].startswith("H100: 4 nodes") for item in card_row["evidence"])
+    assert any(item.text.startswith("H100: 4 nodes") for item in card_row.evidence)
 
-    assert node_row["status"] == "attention"
-    assert "1 multi-node job ran but it did not succeed." in node_row["why"]
-    assert "1 of 1 multi-node jobs (100 %) hit a communication failure" in node_row["why"]
-    assert "names no node" not in node_row["why"]  # the diagnosis localised it
-    texts = {item["url"]: item["text"] for item in node_row["evidence"]}
+    assert node_row.status == "attention"
+    assert "1 multi-node job ran but it did not succeed." in node_row.why
+    assert "1 of 1 multi-node jobs (100 %) hit a communication failure" in node_row.why
+    assert "names no node" not in node_row.why  # the diagnosis localised it
+    texts = {item.url: item.text for item in node_row.evidence}
     log_url = reverse("scheduling:job-detail", args=[node_job.pk]) + "#job-log"
     assert "localised to dc1-r1-h100-02" in texts[log_url] and NCCL_LINE in texts[log_url]
     assert "on dc1-r1-h100-01, dc1-r1-h100-02" in texts[reverse("scheduling:job-detail", args=[node_job.pk])]
@@ -159,9 +160,9 @@ def test_jobs_give_multi_card_present_and_multi_node_attention(world, users):
 def test_communication_failure_without_a_node_is_not_localised(world, users):
     communication_failure(users, node="")
     row = by_area(acceptance.checklist())["multi_node"]
-    assert row["status"] == "attention"
-    assert "1 communication failure names no node: the fault was not localised." in row["why"]
-    assert any("no node named" in item["text"] for item in row["evidence"])
+    assert row.status == "attention"
+    assert "1 communication failure names no node: the fault was not localised." in row.why
+    assert any("no node named" in item.text for item in row.evidence)
 
 
 @pytest.mark.parametrize("node", [None, NO_KEY], ids=["null", "missing"])
@@ -172,17 +173,17 @@ def test_null_or_missing_node_is_not_localised(world, users, node, attempts):
     succeeded_multi_node_jobs(users)
     communication_failure(users, node=node, attempts=attempts)
     row = by_area(acceptance.checklist())["multi_node"]
-    assert row["status"] == "attention"
-    assert row["why"] == "1 communication failure names no node: the fault was not localised."
+    assert row.status == "attention"
+    assert row.why == "1 communication failure names no node: the fault was not localised."
 
 
 def test_diagnosis_naming_a_node_localises_a_failure_without_attempts(world, users):
     succeeded_multi_node_jobs(users)
     job = communication_failure(users, attempts=False)
     row = by_area(acceptance.checklist())["multi_node"]
-    assert row["status"] == "present", row["why"]
-    assert row["why"].endswith("1 communication failure, localised to its node.")
-    texts = {item["url"]: item["text"] for item in row["evidence"]}
+    assert row.status == "present", row.why
+    assert row.why.endswith("1 communication failure, localised to its node.")
+    texts = {item.url: item.text for item in row.evidence}
     assert "localised to dc1-r1-h100-02" in texts[reverse("scheduling:job-detail", args=[job.pk]) + "#job-log"]
 
 
@@ -190,8 +191,8 @@ def test_multi_node_present_when_jobs_succeed_and_failures_are_rare(world, users
     succeeded_multi_node_jobs(users)
     communication_failure(users)
     row = by_area(acceptance.checklist())["multi_node"]
-    assert row["status"] == "present", row["why"]
-    assert row["why"] == ("5 multi-node jobs succeeded (up to 2 nodes); 1 communication failure, localised to its "
+    assert row.status == "present", row.why
+    assert row.why == ("5 multi-node jobs succeeded (up to 2 nodes); 1 communication failure, localised to its "
                           "node.")
 
 
@@ -199,25 +200,25 @@ def test_infrastructure_faults_on_multi_card_need_attention(world, users):
     multi_card_job(users)
     multi_card_job(users, status=JobStatus.FAILED, category=FailureCategory.GPU_FAULT)
     row = by_area(acceptance.checklist())["multi_card"]
-    assert row["status"] == "attention"
-    assert "ended 1 of 2 finished multi-card jobs (50 %)" in row["why"]
+    assert row.status == "attention"
+    assert "ended 1 of 2 finished multi-card jobs (50 %)" in row.why
 
 
 def test_unknown_model_is_not_recognised(world, users):
     multi_card_job(users)
     Node.objects.filter(name="dc2-r2-l40s-04").update(gpu_model="X9")
     row = by_area(acceptance.checklist())["multi_card"]
-    assert row["status"] == "attention"
-    assert "The catalogue lacks the memory or interconnect of X9." in row["why"]
+    assert row.status == "attention"
+    assert "The catalogue lacks the memory or interconnect of X9." in row.why
 
 
 def test_world_without_usage_has_only_audit_evidence(world):
     """The world's quotas and memberships were audited, but no tenant has used anything yet."""
     row = by_area(acceptance.checklist())["multi_tenant"]
-    assert row["status"] == "attention"
-    assert row["why"] == "No tenant has metered usage yet."
+    assert row.status == "attention"
+    assert row.why == "No tenant has metered usage yet."
     quota_url = reverse("audit:log") + "?action=quota.change"
-    assert quota_url in [item["url"] for item in row["evidence"]]
+    assert quota_url in [item.url for item in row.evidence]
 
 
 def test_tenant_usage_and_audit_give_multi_tenant_present(world, users):
@@ -226,9 +227,9 @@ def test_tenant_usage_and_audit_give_multi_tenant_present(world, users):
     audit.record(AuditAction.QUOTA_CHANGE, Quota.objects.get(tenant__name="nlp", gpu_model="H100"),
                  actor=users["admin"], reason="pilot")
     row = by_area(acceptance.checklist())["multi_tenant"]
-    assert row["status"] == "present", row["why"]
-    assert row["why"].startswith("2 tenants used 420.0 GPU-hours, each only on models it has a quota for;")
-    texts = {item["url"]: item["text"] for item in row["evidence"]}
+    assert row.status == "present", row.why
+    assert row.why.startswith("2 tenants used 420.0 GPU-hours, each only on models it has a quota for;")
+    texts = {item.url: item.text for item in row.evidence}
     nlp_url = reverse("metering:tenant-report", kwargs={"month": "2026-10", "tenant": "nlp"})
     assert texts[nlp_url] == "nlp: 300.0 GPU-hours allocated, quotas on 3 models"
     assert list(texts)[0] == nlp_url  # the biggest user first
@@ -238,32 +239,32 @@ def test_usage_outside_quota_needs_attention(world):
     usage("vision", "A100", 10)
     usage("speech", "H100", 10)  # speech has no H100 quota: it may not use H100
     row = by_area(acceptance.checklist())["multi_tenant"]
-    assert row["status"] == "attention"
-    assert "speech/H100" in row["why"]
+    assert row.status == "attention"
+    assert "speech/H100" in row.why
 
 
 def test_report_snapshot_listed_and_short_trial_needs_attention(world):
     capacity_days(12)
     platform_report()
     row = by_area(acceptance.checklist())["operations"]
-    assert row["status"] == "attention"
-    assert "Only 12 days of data: keep at least 30 days" in row["why"]
-    assert "The 2026-10 report advises H100: Add GPUs, but no improvement action" in row["why"]
+    assert row.status == "attention"
+    assert "Only 12 days of data: keep at least 30 days" in row.why
+    assert "The 2026-10 report advises H100: Add GPUs, but no improvement action" in row.why
     report_url = reverse("metering:platform-report", kwargs={"month": "2026-10"})
-    texts = [item["text"] for item in row["evidence"] if item["url"] == report_url]
+    texts = [item.text for item in row.evidence if item.url == report_url]
     assert texts[0] == "platform report 2026-10: efficiency 62 %, p95 wait 5.0 h, 6 of 40 jobs failed"
     assert "-> add 8 H100 GPUs" in texts[1]
-    assert row["evidence"][0]["text"] == "12 days of usage or capacity data, from 2026-10-01 to 2026-10-12"
+    assert row.evidence[0].text == "12 days of usage or capacity data, from 2026-10-01 to 2026-10-12"
 
 
 def test_closed_month_without_snapshot_links_its_live_report(world):
     capacity_days(3, first=timezone.localdate().replace(day=1) - timedelta(days=3))
     row = by_area(acceptance.checklist())["operations"]
-    assert row["status"] == "attention"
-    assert "No closed month has a frozen platform report yet" in row["why"]
+    assert row.status == "attention"
+    assert "No closed month has a frozen platform report yet" in row.why
     last_month = f"{timezone.localdate().replace(day=1) - timedelta(days=1):%Y-%m}"
-    assert row["evidence"][1] == {"text": f"platform report {last_month} (live figures, not frozen yet)",
-                                  "url": reverse("metering:platform-report", kwargs={"month": last_month})}
+    assert row.evidence[1] == Evidence(text=f"platform report {last_month} (live figures, not frozen yet)",
+                                       url=reverse("metering:platform-report", kwargs={"month": last_month}))
 
 
 def test_a_month_of_data_and_a_followed_report_give_operations_present(world, users):
@@ -273,9 +274,9 @@ def test_a_month_of_data_and_a_followed_report_give_operations_present(world, us
                                      metric=ImprovementMetric.DAYS_OVER_CAPACITY,
                                      direction=ImprovementDirection.DOWN)
     row = by_area(acceptance.checklist())["operations"]
-    assert row["status"] == "present", row["why"]
-    assert row["why"].startswith("31 days of data; the latest frozen report (2026-10) concludes: H100: demand")
-    assert reverse("metering:action-list") in [item["url"] for item in row["evidence"]]
+    assert row.status == "present", row.why
+    assert row.why.startswith("31 days of data; the latest frozen report (2026-10) concludes: H100: demand")
+    assert reverse("metering:action-list") in [item.url for item in row.evidence]
 
 
 def test_tenant_action_does_not_follow_the_platform_report(world, users):
@@ -288,10 +289,10 @@ def test_tenant_action_does_not_follow_the_platform_report(world, users):
                                      due_month=date(2026, 12, 1), metric=ImprovementMetric.DAYS_OVER_CAPACITY,
                                      direction=ImprovementDirection.DOWN)
     row = by_area(acceptance.checklist())["operations"]
-    assert row["status"] == "attention"
-    assert row["why"] == ("The 2026-10 report advises H100: Add GPUs, but no improvement action records what was "
+    assert row.status == "attention"
+    assert row.why == ("The 2026-10 report advises H100: Add GPUs, but no improvement action records what was "
                           "decided.")
-    assert reverse("metering:action-list") not in [item["url"] for item in row["evidence"]]
+    assert reverse("metering:action-list") not in [item.url for item in row.evidence]
 
 
 def test_query_count_does_not_grow_with_jobs(world, users, django_assert_max_num_queries):
@@ -304,9 +305,9 @@ def test_query_count_does_not_grow_with_jobs(world, users, django_assert_max_num
         Job.objects.bulk_create(Job(**fields) for _ in range(60))
     with django_assert_max_num_queries(len(few.captured_queries)):
         rows = by_area(acceptance.checklist())
-    assert len(rows["multi_card"]["evidence"]) <= 10 + acceptance.EVIDENCE_LINKS
-    assert "61 multi-card jobs succeeded" in rows["multi_card"]["why"]
-    assert "61 of 61 multi-node jobs" in rows["multi_node"]["why"]
+    assert len(rows["multi_card"].evidence) <= 10 + acceptance.EVIDENCE_LINKS
+    assert "61 multi-card jobs succeeded" in rows["multi_card"].why
+    assert "61 of 61 multi-node jobs" in rows["multi_node"].why
 
 
 # --- the page, notes and screenshots ---------------------------------------------------------------------------
@@ -335,11 +336,11 @@ def test_admin_adds_a_note_with_a_screenshot_audited_and_served(world, users, cl
     html = page.content.decode()
     assert "Ran the NCCL all-reduce test on two nodes." in html and "NCCL_IB_HCA=mlx5" in html
     row = by_area(page.context["rows"])["multi_node"]
-    assert row["notes"][0]["has_screenshot"] and row["notes"][0]["author"] == "admin"
-    assert row["notes"][0]["screenshot_url"] in html
+    assert row.notes[0].has_screenshot and row.notes[0].author == "admin"
+    assert row.notes[0].screenshot_url in html
     assert "<script>" not in html  # the site's CSP allows no inline script
 
-    shot = client.get(row["notes"][0]["screenshot_url"])
+    shot = client.get(row.notes[0].screenshot_url)
     assert shot.status_code == 200 and shot.content == png
     assert shot["Content-Type"] == "image/png"
     assert shot["Content-Disposition"] == 'inline; filename="all_reduce.png"'
@@ -413,7 +414,7 @@ def test_page_query_count_bounded(world, users, client, django_assert_max_num_qu
     with django_assert_max_num_queries(40):
         page = client.get(reverse("acceptance:checklist"))
     assert page.status_code == 200
-    assert [row["status"] for row in page.context["rows"]] == ["present", "attention", "attention", "missing"]
+    assert [row.status for row in page.context["rows"]] == ["present", "attention", "attention", "missing"]
 
 
 def test_review_pack_appendix_carries_the_checklist(world, users):
@@ -423,12 +424,12 @@ def test_review_pack_appendix_carries_the_checklist(world, users):
     ctx = ReviewContext(month=date(2026, 11, 1), tenant=None, now=now, report={}, previous={},
                         previous_month=date(2026, 10, 1))
     group = review_oversight.acceptance(ctx)
-    assert group["key"] == "acceptance"
-    (table,) = group["tables"]
-    assert [row[0] for row in table["rows"]] == ["Multi-card", "Multi-node", "Multi-tenant", "Operations"]
-    assert table["rows"][0][2] == "Evidence present"
-    assert table["rows"][1][2:4] == ["Evidence missing", "No multi-node job has run yet."]
-    assert group["conclusions"][0] == "1 of 4 areas have their evidence."
+    assert group.key == "acceptance"
+    (table,) = group.tables
+    assert [row[0] for row in table.rows] == ["Multi-card", "Multi-node", "Multi-tenant", "Operations"]
+    assert table.rows[0][2] == "Evidence present"
+    assert table.rows[1][2:4] == ["Evidence missing", "No multi-node job has run yet."]
+    assert group.conclusions[0] == "1 of 4 areas have their evidence."
 
 
 @pytest.mark.parametrize("node, attempts", [("dc1-r1-h100-02", True), ("dc1-r1-h100-02", False), ("", True),
@@ -441,8 +442,8 @@ def test_the_python_rule_for_sqlite_counts_as_the_sql_does(world, users, node, a
     in_sql = acceptance._communication_failures(ran)
     monkeypatch.setattr(connection, "vendor", "sqlite")
     in_python = acceptance._communication_failures(ran)
-    assert in_python[0] == in_sql[0] and in_sql[0]["communication"] == 1
-    assert [job["pk"] for job in in_python[1]] == [job["pk"] for job in in_sql[1]]
+    assert in_python[0] == in_sql[0] and in_sql[0].communication == 1
+    assert [job.pk for job in in_python[1]] == [job.pk for job in in_sql[1]]
 
 
 def test_a_retried_multi_node_job_shows_where_its_last_attempt_ran(world, users):
@@ -451,7 +452,7 @@ def test_a_retried_multi_node_job_shows_where_its_last_attempt_ran(world, users)
     retried_at = job.allocations.first().allocated_at + timedelta(minutes=30)
     JobAllocation.objects.bulk_create(JobAllocation(job=job, gpu=gpu, allocated_at=retried_at)
                                       for gpu in gpus_of("dc1-r2-h100-03", 4) + gpus_of("dc1-r2-h100-04", 4))
-    texts = [item["text"] for item in by_area(acceptance.checklist())["multi_node"]["evidence"]]
+    texts = [item.text for item in by_area(acceptance.checklist())["multi_node"].evidence]
     placed = next(text for text in texts if text.startswith(f"Job #{job.pk} ") and ", on " in text)
     assert placed.endswith(", on dc1-r2-h100-03, dc1-r2-h100-04 (earlier attempts on dc1-r1-h100-01, "
                            "dc1-r1-h100-02)")

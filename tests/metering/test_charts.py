@@ -31,7 +31,7 @@ def october(users):
 def _figures(october):
     sections = report_sections(reports.build_report(october))
     for group in operations.dashboard(30, now=at("2026-10-31T12:00")):
-        sections += group["sections"]
+        sections += group.sections
     return [(section.name, section.figure) for section in sections if section.figure]
 
 

@@ -5,13 +5,16 @@ import io
 import json
 from datetime import date, timedelta
 from decimal import Decimal
+from typing import get_args, get_origin, get_type_hints, is_typeddict
 
 import pytest
 from django.core.management import call_command
 
 from gpuportal.formatting import duration_text
 from metering.models import GpuPrice, MonthlyReport
+from metering.reports import capacity_plan
 from metering.reports import monthly as reports
+from metering.reports.contract import CapacityPlan, MonthlyReportData
 from metering.reports.presentation import advice_section, report_sections
 from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory, JobStatus
@@ -206,3 +209,33 @@ def test_frozen_advice_is_read_in_the_readers_language(october):
     assert frozen == snapshot and chinese == expected
     assert all(chinese[model] != english[model] for model in english)  # each piece of advice is translated
     assert all("phrase" not in entry for entry in data["recommendations"])  # the report's shape is unchanged
+
+
+def _conforms(value, shape, where: str = "report") -> list[str]:
+    """Where ``value`` differs from the TypedDict ``shape`` (its keys, and those of the TypedDicts nested in it,
+    in lists too): the contract must say what the report holds, no more and no less."""
+    if not is_typeddict(shape):
+        if get_origin(shape) is list and value:
+            return [problem for i, item in enumerate(value) for problem in
+                    _conforms(item, get_args(shape)[0], f"{where}[{i}]")]
+        return []
+    keys = set(value)
+    problems = [f"{where}: {sorted(shape.__required_keys__ - keys)} missing"] if shape.__required_keys__ - keys else []
+    if keys - shape.__required_keys__ - shape.__optional_keys__:
+        problems.append(f"{where}: {sorted(keys - shape.__required_keys__ - shape.__optional_keys__)} undocumented")
+    hints = get_type_hints(shape)
+    return problems + [problem for key in keys & set(hints) for problem in
+                       _conforms(value[key], hints[key], f"{where}.{key}")]
+
+
+def test_the_report_and_the_plan_hold_what_their_contract_documents(october):
+    """``metering.reports.contract`` types the JSON the reports are frozen, served and read as."""
+    platform = reports.build_report(october)
+    assert _conforms(platform, MonthlyReportData) == []
+    assert set(platform) == MonthlyReportData.__required_keys__ | MonthlyReportData.__optional_keys__
+    assert all("phrase" in advice for advice in platform["recommendations"])  # stored with its phrase
+    tenant = reports.build_report(october, Tenant.objects.get(name="vision"))
+    assert _conforms(tenant, MonthlyReportData) == [] and set(tenant) == MonthlyReportData.__required_keys__
+    assert _conforms(reports.report_for(october)[0], MonthlyReportData) == []
+    plan = capacity_plan.plan(october, now=at("2026-11-02T03:00"))
+    assert plan["models"] and _conforms(plan, CapacityPlan) == []

@@ -5,6 +5,7 @@ back (pdftotext, openpyxl), the download views and their permissions, and a boun
 import io
 import json
 import subprocess
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
@@ -26,6 +27,7 @@ from metering.models import (
     JobFact,
 )
 from metering.reports import monthly as reports
+from metering.review.contract import ReviewDocument, Section, Table
 from metering.review.document import GROUP_KEYS, build_review
 from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory, JobArtifact, JobCheckpoint, JobStatus
@@ -99,12 +101,12 @@ def two_months(users, monkeypatch):
     return {"month": month, "previous": previous, "users": users}
 
 
-def _group(review: dict, key: str) -> dict:
-    return next(g for g in review["groups"] if g["key"] == key)
+def _group(review: ReviewDocument, key: str) -> Section:
+    return review.group(key)
 
 
-def _table(group: dict, key: str) -> dict:
-    return next(t for t in group["tables"] if t["key"] == key)
+def _table(group: Section, key: str) -> Table:
+    return group.table(key)
 
 
 def test_document_has_four_groups_in_order_with_conclusions_from_the_data(two_months):
@@ -112,77 +114,78 @@ def test_document_has_four_groups_in_order_with_conclusions_from_the_data(two_mo
     review = build_review(month, language="en")
     report, _snapshot = reports.report_for(month)
     hours = str(report["gpu_hours_allocated"])
-    assert json.loads(json.dumps(review)) == review  # plain JSON-ready data
-    assert [g["key"] for g in review["groups"]] == list(GROUP_KEYS)
-    assert [g["title"] for g in review["groups"]] == ["Resources", "Tasks", "Governance", "Improvements"]
-    assert all(g["question"] and g["conclusions"] for g in review["groups"])
-    assert review["month"] == f"{month:%Y-%m}" and review["tenant"] is None and review["language"] == "en"
-    assert review["site"] and review["title"].endswith(f"{month:%Y-%m}")
+    assert json.loads(json.dumps(review.to_json())) == review.to_json()  # plain JSON-ready data
+    assert ReviewDocument.from_json(review.to_json()) == review
+    assert [g.key for g in review.groups] == list(GROUP_KEYS)
+    assert [g.title for g in review.groups] == ["Resources", "Tasks", "Governance", "Improvements"]
+    assert all(g.question and g.conclusions for g in review.groups)
+    assert review.month == f"{month:%Y-%m}" and review.tenant is None and review.language == "en"
+    assert review.site and review.title.endswith(f"{month:%Y-%m}")
 
     resources = _group(review, "resources")
-    assert hours == "158.0" and f"{hours} GPU-hours allocated" in resources["conclusions"][0]
-    assert any(hours in line for line in review["summary"])
+    assert hours == "158.0" and f"{hours} GPU-hours allocated" in resources.conclusions[0]
+    assert any(hours in line for line in review.summary)
     h100 = next(m for m in report["utilisation_by_gpu_model"] if m["gpu_model"] == "H100")
     assert h100["days_over_capacity"] >= 1
     assert (f"H100 demand exceeded capacity on {h100['days_over_capacity']} of {h100['days']} days"
-            in " ".join(resources["conclusions"]))
-    assert "L40S was 99.9 % idle." in resources["conclusions"]  # 4 of 23,808 GPU-hours: not quite all
-    figures = {f["key"]: f for f in resources["figures"]}
-    assert figures["gpus"]["value"] == 96 and figures["nodes"]["value"] == 12
-    assert {c["key"] for c in resources["charts"]} == {"daily_allocated", "capacity_vs_demand"}
-    demand = next(c for c in resources["charts"] if c["key"] == "capacity_vs_demand")
-    assert demand["categories"] == ["A100", "H100", "L40S"] and demand["series"][0]["values"] == [32, 32, 32]
+            in " ".join(resources.conclusions))
+    assert "L40S was 99.9 % idle." in resources.conclusions  # 4 of 23,808 GPU-hours: not quite all
+    figures = {f.key: f for f in resources.figures}
+    assert figures["gpus"].value == 96 and figures["nodes"].value == 12
+    assert {c.key for c in resources.charts} == {"daily_allocated", "capacity_vs_demand"}
+    demand = next(c for c in resources.charts if c.key == "capacity_vs_demand")
+    assert demand.categories == ["A100", "H100", "L40S"] and demand.series[0].values == [32, 32, 32]
 
     tasks = _group(review, "tasks")
-    assert "67 % of failures were resource-related" in " ".join(tasks["conclusions"])  # OOM + node fault of 3
+    assert "67 % of failures were resource-related" in " ".join(tasks.conclusions)  # OOM + node fault of 3
     reasons = _table(tasks, "failures")
-    assert sorted(row[0] for row in reasons["rows"]) == ["Node fault", "Out of memory", "Program exit code"]
-    assert _table(tasks, "checkpoints")["rows"][2] == ["Retried jobs with a checkpoint to resume from", 1]
-    run = {f["key"]: f["value"] for f in tasks["figures"]}
+    assert sorted(row[0] for row in reasons.rows) == ["Node fault", "Out of memory", "Program exit code"]
+    assert _table(tasks, "checkpoints").rows[2] == ["Retried jobs with a checkpoint to resume from", 1]
+    run = {f.key: f.value for f in tasks.figures}
     assert run["run_median"] == 3.5 and run["jobs_submitted"] == 6  # runs of 10, 10, 5, 1, 2 and 1 h
 
     governance = _group(review, "governance")
-    assert {f["key"]: f["value"] for f in governance["figures"]}["approved"] == 2
-    assert "2 requests approved, 1 denied and 0 expired" in governance["conclusions"][0]
-    assert any(line.startswith("The audit chain verifies") for line in governance["conclusions"])
-    admins = {tuple(row[:2]): row[2] for row in _table(governance, "responsibilities")["rows"]}
+    assert {f.key: f.value for f in governance.figures}["approved"] == 2
+    assert "2 requests approved, 1 denied and 0 expired" in governance.conclusions[0]
+    assert any(line.startswith("The audit chain verifies") for line in governance.conclusions)
+    admins = {tuple(row[:2]): row[2] for row in _table(governance, "responsibilities").rows}
     assert admins[("nlp", "administers the tenant")] == "frank"
-    assert "No tenant admin for: speech, vision." in governance["conclusions"]
+    assert "No tenant admin for: speech, vision." in governance.conclusions
 
     improvements = _group(review, "improvements")
-    actions = _table(improvements, "actions")["rows"]
+    actions = _table(improvements, "actions").rows
     assert [row[0] for row in actions] == ["Spread H100 pretraining"]
-    assert "1 of 1 action moved its metric as expected." in improvements["conclusions"]
-    changes = _table(improvements, "changes")["rows"]
+    assert "1 of 1 action moved its metric as expected." in improvements.conclusions
+    changes = _table(improvements, "changes").rows
     assert [row[1] for row in changes] == ["Quota changed"] and changes[0][4] == "more detection work"
-    assert "capacity_plan" in {t["key"] for t in improvements["tables"]}
-    assert [a["key"] for a in review["appendix"]] == ["acceptance"]
-    assert len(_table(review["appendix"][0], "acceptance")["rows"]) == 4
+    assert "capacity_plan" in {t.key for t in improvements.tables}
+    assert [a.key for a in review.appendix] == ["acceptance"]
+    assert len(_table(review.appendix[0], "acceptance").rows) == 4
 
 
 def test_gpu_hours_match_the_frozen_report_and_the_snapshot_is_named(two_months):
     month = two_months["month"]
     snapshot = reports.freeze(month)
     review = build_review(month)
-    figure = next(f for f in _group(review, "resources")["figures"] if f["key"] == "gpu_hours_allocated")
-    assert figure["value"] == snapshot.data["gpu_hours_allocated"] == reports.report_for(month)[0][
+    figure = next(f for f in _group(review, "resources").figures if f.key == "gpu_hours_allocated")
+    assert figure.value == snapshot.data["gpu_hours_allocated"] == reports.report_for(month)[0][
         "gpu_hours_allocated"]
-    assert review["snapshot_id"] == snapshot.pk
+    assert review.snapshot_id == snapshot.pk
 
 
 def test_comparison_with_the_previous_month(two_months):
     month, previous = two_months["month"], two_months["previous"]
     review = build_review(month)
-    assert review["comparison"]["previous_month"] == f"{previous:%Y-%m}"
-    rows = {row["label"]: row for row in review["comparison"]["rows"]}
+    assert review.comparison.previous_month == f"{previous:%Y-%m}"
+    rows = {row.label: row for row in review.comparison.rows}
     allocated = rows["GPU-hours allocated"]
-    assert (allocated["value"], allocated["previous"]) == (158.0, 40.0) == (
+    assert (allocated.value, allocated.previous) == (158.0, 40.0) == (
         reports.report_for(month)[0]["gpu_hours_allocated"], reports.report_for(previous)[0]["gpu_hours_allocated"])
-    assert allocated["change"] == "+295.0 %"
-    assert (rows["Jobs submitted"]["value"], rows["Jobs submitted"]["previous"]) == (6, 1)
-    assert rows["Jobs failed"]["change"] == "new"  # none failed the month before
-    assert rows["Cost"]["unit"] and rows["Efficiency (used / allocated)"]["unit"] == "%"
-    assert "+295.0 % against 40.0 GPU-hours" in review["summary"][0]
+    assert allocated.change == "+295.0 %"
+    assert (rows["Jobs submitted"].value, rows["Jobs submitted"].previous) == (6, 1)
+    assert rows["Jobs failed"].change == "new"  # none failed the month before
+    assert rows["Cost"].unit and rows["Efficiency (used / allocated)"].unit == "%"
+    assert "+295.0 % against 40.0 GPU-hours" in review.summary[0]
 
 
 def test_an_open_month_compares_nothing_until_it_closes(two_months):
@@ -192,29 +195,29 @@ def test_an_open_month_compares_nothing_until_it_closes(two_months):
     month, previous = two_months["month"], two_months["previous"]
     days = (next_month(month) - month).days
     review = build_review(month, now=_day(month, 10, 12))
-    assert (review["coverage"]["days_expected"], review["coverage"]["days_in_month"]) == (10, days)
+    assert (review.coverage.days_expected, review.coverage.days_in_month) == (10, days)
     open_change = f"month open: 10 of {days} days"
-    rows = {row["key"]: row for row in review["comparison"]["rows"]}
-    assert {key for key, row in rows.items() if row["change"] == open_change} == {
+    rows = {row.key: row for row in review.comparison.rows}
+    assert {key for key, row in rows.items() if row.change == open_change} == {
         "gpu_hours_allocated", "gpu_hours_used", "efficiency", "jobs_submitted", "jobs_failed", "wait_p95", "cost"}
-    assert rows["gpu_hours_allocated"]["previous"] == 40.0  # the previous month stays beside it
-    figures = [f for group in review["groups"] for f in group["figures"]]
-    assert all(f["change"] in (open_change, "—") for f in figures)
-    assert {f["key"] for f in figures if f["change"] == open_change} >= {"retries", "wait_median", "approved"}
-    assert f"so far (10 of {days} days; 40.0 GPU-hours in the whole of {previous:%Y-%m})" in review["summary"][0]
+    assert rows["gpu_hours_allocated"].previous == 40.0  # the previous month stays beside it
+    figures = [f for group in review.groups for f in group.figures]
+    assert all(f.change in (open_change, "—") for f in figures)
+    assert {f.key for f in figures if f.change == open_change} >= {"retries", "wait_median", "approved"}
+    assert f"so far (10 of {days} days; 40.0 GPU-hours in the whole of {previous:%Y-%m})" in review.summary[0]
     improvements = _group(review, "improvements")
-    assert "1 action is followed without a verdict yet (its table row says why)." in improvements["conclusions"]
-    assert not any("moved its metric" in line for line in improvements["conclusions"])
-    assert {f["key"]: f["value"] for f in improvements["figures"]}["actions_moved"] is None
-    assert review["coverage"]["text"] == (f"The data covers every day of {month:%Y-%m} so far; the month is still "
+    assert "1 action is followed without a verdict yet (its table row says why)." in improvements.conclusions
+    assert not any("moved its metric" in line for line in improvements.conclusions)
+    assert {f.key: f.value for f in improvements.figures}["actions_moved"] is None
+    assert review.coverage.text == (f"The data covers every day of {month:%Y-%m} so far; the month is still "
                                           f"open (10 of {days} days).")
     assert (f"The advice of {month:%Y-%m} so far rests on 10 of {days} days; it is final only once the month "
-            "closes.") in improvements["conclusions"]
-    assert not any(" -> " in line for line in improvements["conclusions"])  # no advice concluded from 10 days
-    title = _table(improvements, "recommendations")["title"]
+            "closes.") in improvements.conclusions
+    assert not any(" -> " in line for line in improvements.conclusions)  # no advice concluded from 10 days
+    title = _table(improvements, "recommendations").title
     assert title == f"Recommendations of the month so far (10 of {days} days)"
     closed = build_review(month)  # once closed, the same figures compare in per cent
-    assert {row["key"]: row for row in closed["comparison"]["rows"]}["gpu_hours_allocated"]["change"] == "+295.0 %"
+    assert {row.key: row for row in closed.comparison.rows}["gpu_hours_allocated"].change == "+295.0 %"
 
 
 def test_actions_planned_from_the_months_own_advice_are_its_next_steps(two_months):
@@ -224,74 +227,74 @@ def test_actions_planned_from_the_months_own_advice_are_its_next_steps(two_month
         metric=ImprovementMetric.DAYS_OVER_CAPACITY, gpu_model="L40S", direction=ImprovementDirection.DOWN,
         baseline=0, created_by=users["admin"])
     improvements = _group(build_review(month), "improvements")
-    assert f"1 action was planned from {month:%Y-%m}'s recommendations." in improvements["conclusions"]
-    assert "1 of 1 action moved its metric as expected." in improvements["conclusions"]  # the earlier one
-    assert not any("without a verdict" in line for line in improvements["conclusions"])
-    rows = _table(improvements, "actions")["rows"]
+    assert f"1 action was planned from {month:%Y-%m}'s recommendations." in improvements.conclusions
+    assert "1 of 1 action moved its metric as expected." in improvements.conclusions  # the earlier one
+    assert not any("without a verdict" in line for line in improvements.conclusions)
+    rows = _table(improvements, "actions").rows
     assert [row[0] for row in rows] == ["Spread H100 pretraining", "Lend idle L40S"]
-    checklist = build_review(month)["appendix"][0]
+    checklist = build_review(month).appendix[0]
     assert any(line.startswith("The checklist is read live, as of ") and f"not only {month:%Y-%m}" in line
-               for line in checklist["conclusions"])
+               for line in checklist.conclusions)
 
 
 def test_a_previous_month_without_data_is_compared_with_nothing(two_months):
     """The month before the fixture's first has no data at all: "—" beside each figure, not zeros that make
     everything "new"."""
     review = build_review(two_months["previous"])
-    assert all(row["previous"] is None and row["change"] == "—" for row in review["comparison"]["rows"])
-    assert all(f["previous"] is None for group in review["groups"] for f in group["figures"])  # audit counts too
-    assert "no usage in" in review["summary"][0]
+    assert all(row.previous is None and row.change == "—" for row in review.comparison.rows)
+    assert all(f.previous is None for group in review.groups for f in group.figures)  # audit counts too
+    assert "no usage in" in review.summary[0]
 
 
 def test_the_summary_quotes_the_model_most_often_over_capacity(two_months):
     month = two_months["month"]
     CapacityDaily.objects.filter(day=month + timedelta(days=20), gpu_model="A100").update(peak_demand_gpus=99)
-    resources = _group(build_review(month), "resources")["conclusions"]
+    resources = _group(build_review(month), "resources").conclusions
     over = [line for line in resources if "exceeded capacity" in line]
     assert over[0].startswith("H100 demand exceeded capacity on 2 of") and over[1].startswith("A100 ")
-    assert over[0] in build_review(month)["summary"]
+    assert over[0] in build_review(month).summary
 
 
 def test_coverage_is_complete_only_when_every_day_has_data(two_months):
     month = two_months["month"]
     review = build_review(month)
     days = next_month(month) - month
-    assert review["coverage"] == {**review["coverage"], "complete": True, "days_with_data": days.days,
-                                  "days_expected": days.days, "days_in_month": days.days}
+    assert review.coverage == replace(review.coverage, complete=True, days_with_data=days.days,
+                                      days_expected=days.days, days_in_month=days.days)
     CapacityDaily.objects.filter(day__in=[month, month + timedelta(days=1), month + timedelta(days=9)]).delete()
-    coverage = build_review(month)["coverage"]
-    assert not coverage["complete"] and coverage["days_with_data"] == days.days - 3
+    coverage = build_review(month).coverage
+    assert not coverage.complete and coverage.days_with_data == days.days - 3
     second, tenth = month + timedelta(days=1), month + timedelta(days=9)
-    assert f"{month.isoformat()} to {second.isoformat()}, {tenth.isoformat()}" in coverage["text"]
-    assert f"first day with data {(month + timedelta(days=2)).isoformat()}" in coverage["text"]
-    assert coverage["text"] in build_review(month)["summary"]
+    assert f"{month.isoformat()} to {second.isoformat()}, {tenth.isoformat()}" in coverage.text
+    assert f"first day with data {(month + timedelta(days=2)).isoformat()}" in coverage.text
+    assert coverage.text in build_review(month).summary
     # A tenant's pack counts the days the rollup ran, not the days the tenant used GPUs (an idle day is no gap).
-    vision = build_review(month, Tenant.objects.get(name="vision"))["coverage"]
-    assert vision == {**coverage, "text": vision["text"]}
-    assert build_review(next_month(next_month(month)))["coverage"]["complete"] is False  # not started yet
+    vision = build_review(month, Tenant.objects.get(name="vision")).coverage
+    assert vision == replace(coverage, text=vision.text)
+    assert build_review(next_month(next_month(month))).coverage.complete is False  # not started yet
 
 
 def test_tenant_pack_has_only_that_tenants_figures(two_months):
     month = two_months["month"]
     vision = Tenant.objects.get(name="vision")
     review = build_review(month, vision)
-    text = json.dumps(review)
+    text = json.dumps(review.to_json())
     assert [word for word in OTHER_TENANT_WORDS if word in text] == []
-    assert review["tenant"] == "vision" and review["appendix"] == []
-    assert "vision" in review["title"]
+    assert review.tenant == "vision" and review.appendix == []
+    assert "vision" in review.title
     hours = reports.report_for(month, vision)[0]["gpu_hours_allocated"]
     assert hours == 80.0  # two jobs of 4 A100 GPUs for 10 h
-    assert f"{hours} GPU-hours allocated" in _group(review, "resources")["conclusions"][0]
-    assert {row[0] for row in _table(_group(review, "resources"), "quotas")["rows"]} == {"vision"}
-    assert {row[0] for row in _table(_group(review, "governance"), "permissions")["rows"]} == {"vision"}
+    assert f"{hours} GPU-hours allocated" in _group(review, "resources").conclusions[0]
+    assert {row[0] for row in _table(_group(review, "resources"), "quotas").rows} == {"vision"}
+    assert {row[0] for row in _table(_group(review, "governance"), "permissions").rows} == {"vision"}
     assert "1 request approved, 0 denied" in text  # its own only
     assert any(line.startswith("The platform's shared fleet has ")
-               for line in _group(review, "resources")["conclusions"])  # the fleet is said to be shared
+               for line in _group(review, "resources").conclusions)  # the fleet is said to be shared
     assert "Every tenant has a tenant admin." not in text  # a tenant's pack speaks of that tenant only
-    assert [row[1] for row in _table(_group(review, "improvements"), "changes")["rows"]] == ["Quota changed"]
+    assert [row[1] for row in _table(_group(review, "improvements"), "changes").rows] == ["Quota changed"]
     improvements = _group(review, "improvements")
-    assert {t["key"] for t in improvements["tables"]} == {"actions", "changes"}  # no plan, no empty advice table
-    assert improvements["conclusions"][0].startswith("Capacity advice is made for the whole platform")
+    assert {t.key for t in improvements.tables} == {"actions", "changes"}  # no plan, no empty advice table
+    assert improvements.conclusions[0].startswith("Capacity advice is made for the whole platform")
 
 
 def test_bounded_queries_whatever_the_jobs(two_months, django_assert_max_num_queries):
@@ -311,8 +314,8 @@ def test_bounded_queries_whatever_the_jobs(two_months, django_assert_max_num_que
 
 def test_language_is_the_one_asked_for_and_the_active_one_stays(two_months):
     review = build_review(two_months["month"], language="zh-hans")
-    assert review["language"] == "zh-hans"
-    assert timezone.get_current_timezone_name() and build_review(two_months["month"])["language"] == "en"
+    assert review.language == "zh-hans"
+    assert timezone.get_current_timezone_name() and build_review(two_months["month"]).language == "en"
 
 
 # --- the command ----------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
-"""The review pack's renderers: a review document (the contract's dict) -> PDF and spreadsheet.
+"""The review pack's renderers: a review document (``metering.review.contract.ReviewDocument``) -> PDF and
+spreadsheet.
 
-The documents are built here by hand, not by metering/review/document.py, so that these tests pin the renderers alone.
+The documents are written here by hand in the contract's JSON shape (``ReviewDocument.from_json`` reads them),
+not built by metering/review/document.py, so that these tests pin the renderers alone.
 The PDFs are read back with poppler (pdftotext, pdfinfo, pdfimages, pdftoppm), the spreadsheets with openpyxl.
 No database is needed.
 """
@@ -19,6 +21,7 @@ import pytest
 from openpyxl import load_workbook
 from reportlab.pdfbase import pdfmetrics
 
+from metering.review.contract import Chart, ReviewDocument
 from metering.review.parts import chart_has_data, figure, moment_text, number_text
 from metering.review.render.charts import chart_png
 from metering.review.render.pdf import break_lines, render_pdf
@@ -101,8 +104,16 @@ def chinese_document() -> dict:
 
 
 def charts_with_data(document: dict) -> int:
-    return sum(chart_has_data(chart) for section in [*document["groups"], *document["appendix"]]
+    return sum(chart_has_data(Chart.from_json(chart)) for section in [*document["groups"], *document["appendix"]]
                for chart in section["charts"])
+
+
+def pdf_of(document: dict) -> bytes:
+    return render_pdf(ReviewDocument.from_json(document))
+
+
+def xlsx_of(document: dict) -> bytes:
+    return render_xlsx(ReviewDocument.from_json(document))
 
 
 def _poppler(*args) -> str:
@@ -159,7 +170,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
 @pytest.fixture(scope="module")
 def english_pdf(tmp_path_factory) -> tuple[dict, Path]:
     document = sample_document()
-    return document, _write(tmp_path_factory.mktemp("pdf"), "review.pdf", render_pdf(document))
+    return document, _write(tmp_path_factory.mktemp("pdf"), "review.pdf", pdf_of(document))
 
 
 def test_pdf_has_each_group_heading_on_its_own_line_and_in_the_contents(english_pdf):
@@ -227,7 +238,7 @@ def test_pdf_metadata_names_the_document(english_pdf):
 
 def test_pdf_in_chinese_draws_chinese_titles_and_translated_chrome(tmp_path):
     document = chinese_document()
-    path = _write(tmp_path, "zh.pdf", render_pdf(document))
+    path = _write(tmp_path, "zh.pdf", pdf_of(document))
     text = pdf_text(path)
     lines = lines_of(text)
     for title in [*CHINESE_TITLES, "验收清单"]:
@@ -261,14 +272,14 @@ def test_pdf_in_chinese_without_the_font_falls_back_to_the_builtin_cid_font(tmp_
     """(This poppler lacks poppler-data, the CMaps it needs to read the built-in CID font: so the font is checked
     in the PDF's own objects, not with pdffonts or pdftotext.)"""
     settings.REVIEW_PACK = {"CJK_FONT": str(tmp_path / "missing.ttc")}
-    data = render_pdf(chinese_document())
+    data = pdf_of(chinese_document())
     assert b"/BaseFont /STSong-Light" in data
     assert b"/FontFile2" not in data  # no TrueType font embedded
     assert page_count(_write(tmp_path, "zh.pdf", data)) >= 3
 
 
 def test_pdf_without_snapshot_says_live_figures(tmp_path):
-    path = _write(tmp_path, "live.pdf", render_pdf(sample_document(snapshot_id=None, tenant="vision")))
+    path = _write(tmp_path, "live.pdf", pdf_of(sample_document(snapshot_id=None, tenant="vision")))
     first = pdf_text(path).split("\f")[0]
     assert "live figures, not frozen" in first
     assert "vision" in first and "Platform" not in first
@@ -280,7 +291,7 @@ def test_long_table_splits_over_pages_with_its_header_repeated(tmp_path):
     document = sample_document()
     document["groups"][1]["tables"].append({"key": "jobs", "title": "Every job", "rows": rows,
                                             "columns": ["Job name", "GPU-hours used", "Project", "Remark"]})
-    path = _write(tmp_path, "long.pdf", render_pdf(document))
+    path = _write(tmp_path, "long.pdf", pdf_of(document))
     text = pdf_text(path)
     assert text.count("GPU-hours used") >= 3
     pages_with_header = [page for page in text.split("\f") if re.search(r"Job name\s+GPU-hours used", page)]
@@ -293,7 +304,7 @@ def test_chart_without_data_gets_no_image_in_the_pdf(tmp_path):
     document = sample_document()
     for section in document["groups"]:
         section["charts"] = [_chart("none", f"{section['title']} chart", empty=True)]
-    path = _write(tmp_path, "empty.pdf", render_pdf(document))
+    path = _write(tmp_path, "empty.pdf", pdf_of(document))
     assert image_count(path) == 0
     assert pdf_text(path).count("No data") >= 4
 
@@ -309,7 +320,7 @@ def test_odd_documents_still_render(tmp_path):
                            {"key": "empty", "title": "Empty", "columns": [], "rows": [[], []]}]
     resources["charts"] = [{**_chart("short", "Short line", kind="line", series=1, days=6),
                             "series": [{"name": "", "values": [1, 2]}]}]
-    path = _write(tmp_path, "odd.pdf", render_pdf(document))
+    path = _write(tmp_path, "odd.pdf", pdf_of(document))
     text = pdf_text(path)
     assert "bell and nul characters" in text
     assert f"Page 1 of {page_count(path)}" in text
@@ -317,7 +328,7 @@ def test_odd_documents_still_render(tmp_path):
     empty_at = text.index("Empty")
     assert "No data" in text[empty_at:empty_at + 200]
     assert image_count(path) >= charts_with_data(document)
-    book = load_workbook(io.BytesIO(render_xlsx(document)))
+    book = load_workbook(io.BytesIO(xlsx_of(document)))
     assert "bell and nul characters" in [row[0] for row in _rows(book["Resources"])]
 
 
@@ -327,10 +338,10 @@ def test_odd_documents_still_render(tmp_path):
 def test_chart_png_has_a_fixed_size_and_none_without_data():
     for chart in (_chart("a", "Few", series=1, days=2), _chart("b", "Many", kind="line", series=5, days=31),
                   _chart("c", "资源：每日", series=3)):
-        width, height = struct.unpack(">II", chart_png(chart, "zh-hans")[16:24])
+        width, height = struct.unpack(">II", chart_png(Chart.from_json(chart), "zh-hans")[16:24])
         assert (width, height) == (1400, 700)
-    assert chart_png(_chart("d", "Nothing", empty=True), "en") is None
-    assert chart_png({**_chart("e", "No categories"), "categories": []}, "en") is None
+    assert chart_png(Chart.from_json(_chart("d", "Nothing", empty=True)), "en") is None
+    assert chart_png(Chart.from_json({**_chart("e", "No categories"), "categories": []}), "en") is None
 
 
 # --- formatting -----------------------------------------------------------------------------------------------
@@ -341,14 +352,14 @@ def test_number_and_change_texts():
     assert number_text(0.1 + 0.2) == "0.3"
     assert number_text(None) == "—"
     # A figure's change is worked out once by the builder (review_parts.figure) and shown as it is.
-    assert figure("f", "GPU-hours", 110, "GPU-hours", 100)["change"] == "+10.0 %"
-    assert figure("f", "Efficiency", 84.0, "%", 84.4)["change"] == "−0.4 pts"
-    assert figure("f", "Jobs", 5, "", 0)["change"] == "new"
-    assert figure("f", "Jobs", None, "", 100)["change"] == "—"
+    assert figure("f", "GPU-hours", 110, "GPU-hours", 100).change == "+10.0 %"
+    assert figure("f", "Efficiency", 84.0, "%", 84.4).change == "−0.4 pts"
+    assert figure("f", "Jobs", 5, "", 0).change == "new"
+    assert figure("f", "Jobs", None, "", 100).change == "—"
     # nearly all gone is not all gone; a tiny change is not none
-    assert figure("f", "GPU-hours", 10.91, "GPU-hours", 22853.95)["change"] == "−99.95 %"
-    assert figure("f", "GPU-hours", 100001, "GPU-hours", 100000)["change"] == "+0.01 %"
-    assert figure("f", "GPU-hours", 0, "GPU-hours", 50)["change"] == "−100.0 %"
+    assert figure("f", "GPU-hours", 10.91, "GPU-hours", 22853.95).change == "−99.95 %"
+    assert figure("f", "GPU-hours", 100001, "GPU-hours", 100000).change == "+0.01 %"
+    assert figure("f", "GPU-hours", 0, "GPU-hours", 50).change == "−100.0 %"
     assert moment_text("2026-11-01T08:30:00+08:00") == "2026-11-01 08:30 UTC+08:00"
 
 
@@ -358,7 +369,7 @@ def test_number_and_change_texts():
 @pytest.fixture(scope="module")
 def workbook():
     document = sample_document()
-    return document, load_workbook(io.BytesIO(render_xlsx(document)))
+    return document, load_workbook(io.BytesIO(xlsx_of(document)))
 
 
 def _rows(sheet) -> list[tuple]:
@@ -442,7 +453,7 @@ def test_xlsx_single_table_sheet_freezes_its_header(workbook):
 
 
 def test_xlsx_in_chinese_keeps_chinese_sheet_names():
-    book = load_workbook(io.BytesIO(render_xlsx(chinese_document())))
+    book = load_workbook(io.BytesIO(xlsx_of(chinese_document())))
     assert book.sheetnames[1:] == [*CHINESE_TITLES, "验收清单"]
 
 
@@ -459,8 +470,8 @@ def test_sheet_titles_are_legal_and_unique():
 
 
 def test_rendering_does_not_change_the_document():
-    document = sample_document()
-    before = copy.deepcopy(document)
+    document = ReviewDocument.from_json(sample_document())
+    before = copy.deepcopy(document.to_json())
     render_pdf(document)
     render_xlsx(document)
-    assert document == before
+    assert document.to_json() == before

@@ -19,7 +19,7 @@ from scheduling.executors.kubernetes import KubernetesExecutor, manifests
 from scheduling.jobs import submission
 from scheduling.jobs import tokens as job_tokens
 from scheduling.models import Job, JobGroup, JobStatus
-from scheduling.tasks import request_scheduling_pass
+from scheduling.triggers import request_scheduling_pass
 from tests.conftest import job_payload
 
 from .kube import MODEL

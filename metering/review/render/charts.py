@@ -1,4 +1,4 @@
-"""The review pack's charts as PNG images: one chart dict of the review document -> the bytes of a PNG.
+"""The review pack's charts as PNG images: one ``contract.Chart`` of the review document -> the bytes of a PNG.
 
 matplotlib is driven through its object API (``Figure`` + ``FigureCanvasAgg``), never ``pyplot``: pyplot keeps a
 global current figure and backend, which the portal's threads (gunicorn gthread, Celery) would share. For the same
@@ -22,7 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.ticker import FuncFormatter
 
-from metering.review.parts import chart_has_data, is_chinese, plottable, whole
+from metering.review.contract import Chart, Series, plottable
+from metering.review.parts import is_chinese, whole
 
 #: Output size: 7 x 3.5 inches at 200 dpi = 1400 x 700 pixels, whatever the data.
 FIGURE_INCHES = (7.0, 3.5)
@@ -64,14 +65,14 @@ def _font(path: str | None) -> FontProperties:
     return FontProperties(fname=path) if path else FontProperties(family="DejaVu Sans")
 
 
-def chart_png(chart: dict, language: str) -> bytes | None:
+def chart_png(chart: Chart, language: str) -> bytes | None:
     """The chart as PNG bytes (1400 x 700 px), or None when it has no data.
 
-    ``chart`` is a chart dict of the review document: kind "bar" (grouped bars when several series) or "line",
+    ``chart`` is a chart of the review document: kind "bar" (grouped bars when several series) or "line",
     title, x_label, y_label, categories and series of values (None: a gap). Its strings are already translated;
     ``language`` only matters without the configured font: a Chinese chart then looks for any installed CJK font
     (else its Chinese labels would be empty boxes)."""
-    if not chart_has_data(chart):
+    if not chart.has_data:
         return None
     path = cjk_font_path()
     if path is None and is_chinese(language):
@@ -87,17 +88,17 @@ def chart_png(chart: dict, language: str) -> bytes | None:
     figure = Figure(figsize=FIGURE_INCHES, dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    categories = [str(category) for category in chart["categories"]]
+    categories = [str(category) for category in chart.categories]
     positions = list(range(len(categories)))
-    series = [s for s in chart.get("series") or [] if s.get("values")]
-    if chart.get("kind") == "line":
+    series = [s for s in chart.series if s.values]
+    if chart.kind == "line":
         _draw_lines(axes, positions, series)
     else:
         _draw_bars(axes, positions, series)
 
-    axes.set_title(chart.get("title") or "", fontproperties=large)
-    axes.set_xlabel(chart.get("x_label") or "", fontproperties=normal)
-    axes.set_ylabel(chart.get("y_label") or "", fontproperties=normal)
+    axes.set_title(chart.title or "", fontproperties=large)
+    axes.set_xlabel(chart.x_label or "", fontproperties=normal)
+    axes.set_ylabel(chart.y_label or "", fontproperties=normal)
     _label_categories(axes, positions, categories, small)
     axes.yaxis.set_major_formatter(FuncFormatter(_axis_number))
     for label in axes.get_yticklabels():
@@ -106,7 +107,7 @@ def chart_png(chart: dict, language: str) -> bytes | None:
     axes.set_axisbelow(True)
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
-    if any(s.get("name") for s in series):
+    if any(s.name for s in series):
         axes.legend(prop=small, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
     buffer = io.BytesIO()
@@ -114,26 +115,26 @@ def chart_png(chart: dict, language: str) -> bytes | None:
     return buffer.getvalue()
 
 
-def _draw_bars(axes, positions: list[int], series: list[dict]) -> None:
+def _draw_bars(axes, positions: list[int], series: list[Series]) -> None:
     """Bars side by side per category (grouped when several series); a None value leaves its slot empty."""
     count = max(len(series), 1)
     width = 0.8 / count
     for index, one in enumerate(series):
         offset = (index - (count - 1) / 2) * width
-        values = [plottable(value) for value in one["values"]]
+        values = [plottable(value) for value in one.values]
         points = [(position + offset, y) for position, y in zip(positions, values, strict=False) if y is not None]
         axes.bar([x for x, _y in points], [y for _x, y in points], width=width * 0.95,
-                 color=COLOURS[index % len(COLOURS)], label=one.get("name") or None)
+                 color=COLOURS[index % len(COLOURS)], label=one.name or None)
 
 
-def _draw_lines(axes, positions: list[int], series: list[dict]) -> None:
+def _draw_lines(axes, positions: list[int], series: list[Series]) -> None:
     """One line per series; None values are NaN, which matplotlib leaves as gaps. Markers show lone points."""
     for index, one in enumerate(series):
-        values = [plottable(value) for value in one["values"]]
+        values = [plottable(value) for value in one.values]
         values += [None] * (len(positions) - len(values))
         ys = [math.nan if value is None else value for value in values[:len(positions)]]
         axes.plot(positions, ys, color=COLOURS[index % len(COLOURS)], linewidth=1.2, marker="o", markersize=2.5,
-                  label=one.get("name") or None)
+                  label=one.name or None)
 
 
 def _label_categories(axes, positions: list[int], categories: list[str], font: FontProperties) -> None:

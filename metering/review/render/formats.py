@@ -11,13 +11,14 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from metering.review.contract import ReviewDocument
 from metering.review.render.pdf import render_pdf
 from metering.review.render.xlsx import render_xlsx
 
 
 @dataclass(frozen=True)
 class PackFormat:
-    render: Callable[[dict], bytes]
+    render: Callable[[ReviewDocument], bytes]
     content_type: str
 
 
@@ -27,12 +28,12 @@ FORMATS = {
 }
 
 
-def filename(review: dict, fmt: str) -> str:
+def filename(review: ReviewDocument, fmt: str) -> str:
     """``gpuportal-review-2026-10-platform.pdf`` or ``gpuportal-review-2026-10-vision.xlsx``."""
-    return f"gpuportal-review-{review['month']}-{review['tenant'] or 'platform'}.{fmt}"
+    return f"gpuportal-review-{review.month}-{review.tenant or 'platform'}.{fmt}"
 
 
-def render(review: dict, fmt: str) -> bytes:
+def render(review: ReviewDocument, fmt: str) -> bytes:
     """The review document as a file of ``fmt`` (a key of ``FORMATS``; KeyError otherwise)."""
     return FORMATS[fmt].render(review)
 

@@ -1,4 +1,4 @@
-"""The review pack as a PDF: the review document (docs: the review pack contract) -> PDF bytes.
+"""The review pack as a PDF: the review document (``metering.review.contract.ReviewDocument``) -> PDF bytes.
 
 reportlab's platypus lays it out: a title page, a table of contents, the summary and the comparison with the
 previous month, then one section per group (Resources, Tasks, Governance, Improvements) and per appendix section,
@@ -50,7 +50,9 @@ from reportlab.platypus import (
 )
 from reportlab.platypus.tableofcontents import TableOfContents
 
-from metering.review.parts import is_chinese, moment_text, number_text, plottable, text_width
+from metering.review.contract import Chart, ReviewDocument, Section, plottable
+from metering.review.contract import Table as DataTable
+from metering.review.parts import is_chinese, moment_text, number_text, text_width
 from metering.review.render.charts import chart_png, cjk_font_path
 
 logger = logging.getLogger(__name__)
@@ -60,7 +62,7 @@ MARGIN = 18 * mm
 BOTTOM_MARGIN = 22 * mm
 #: A table cell longer than this is cut (with "…"): one cell taller than a page cannot be laid out at all.
 MAX_CELL_CHARS = 600
-#: Charts are drawn across the text width at the PNG's 2:1 shape (review_charts.FIGURE_INCHES).
+#: Charts are drawn across the text width at the PNG's 2:1 shape (charts.FIGURE_INCHES).
 CHART_ASPECT = 0.5
 FALLBACK_CJK_FONT = "STSong-Light"
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -306,7 +308,7 @@ def _heading(text: str, key: str, style: ParagraphStyle) -> Paragraph:
 
 
 class _Renderer:
-    def __init__(self, review: dict, font: str, styles: dict[str, ParagraphStyle], width: float):
+    def __init__(self, review: ReviewDocument, font: str, styles: dict[str, ParagraphStyle], width: float):
         self.review, self.font, self.styles, self.width = review, font, styles, width
         self._keys = 0
 
@@ -320,26 +322,25 @@ class _Renderer:
         story += [_paragraph(_("Contents"), self.styles["contents"]), self.contents(), PageBreak()]
         story += self.summary()
         story += self.comparison()
-        for section in [*review.get("groups", []), *review.get("appendix", [])]:
+        for section in review.sections:
             story += [PageBreak(), *self.section(section)]
         return story
 
     def title_page(self) -> list:
         review, styles = self.review, self.styles
-        coverage = review.get("coverage") or {}
-        snapshot = review.get("snapshot_id")
+        snapshot = review.snapshot_id
         rows = [
-            (_("Month"), review.get("month", "")),
-            (_("Tenant"), review["tenant"]) if review.get("tenant") else (_("Scope"), _("Platform")),
-            (_("Generated"), moment_text(review.get("generated_at"))),
+            (_("Month"), review.month),
+            (_("Tenant"), review.tenant) if review.tenant else (_("Scope"), _("Platform")),
+            (_("Generated"), moment_text(review.generated_at)),
             (_("Snapshot"), f"#{snapshot}" if snapshot is not None else _("live figures, not frozen")),
-            (_("Coverage"), coverage.get("text") or ""),
+            (_("Coverage"), review.coverage.text),
         ]
         table = Table([[_paragraph(label, styles["meta"]), _paragraph(value, styles["meta"])]
                        for label, value in rows], colWidths=[40 * mm, self.width - 40 * mm], hAlign="LEFT")
         table.setStyle(TableStyle([("VALIGN", (0, 0), (-1, -1), "TOP"), ("LEFTPADDING", (0, 0), (0, -1), 0)]))
-        return [Spacer(1, 30 * mm), _paragraph(review.get("site", ""), styles["site"]),
-                _paragraph(review.get("title", ""), styles["title"]), table]
+        return [Spacer(1, 30 * mm), _paragraph(review.site, styles["site"]),
+                _paragraph(review.title, styles["title"]), table]
 
     def contents(self) -> TableOfContents:
         toc = TableOfContents(dotsMinLevel=0)
@@ -347,50 +348,47 @@ class _Renderer:
         return toc
 
     def summary(self) -> list:
-        lines = self.review.get("summary") or []
+        lines = self.review.summary
         story = [_heading(_("Summary"), self.key(), self.styles["heading"])]
         story += self.bullets(lines) if lines else [_paragraph(_("No data"), self.styles["no_data"])]
         return story
 
     def comparison(self) -> list:
-        comparison = self.review.get("comparison") or {}
-        previous = comparison.get("previous_month") or ""
+        comparison = self.review.comparison
+        previous = comparison.previous_month
         title = _("Compared with %(month)s") % {"month": previous} if previous else _("Compared with last month")
         story = [Spacer(1, 6 * mm), _heading(title, self.key(), self.styles["heading"])]
-        rows = [[row.get("label", ""), value_with_unit(row.get("value"), row.get("unit", "")),
-                 value_with_unit(row.get("previous"), row.get("unit", "")), row.get("change") or "—"]
-                for row in comparison.get("rows") or []]
+        rows = [[row.label, value_with_unit(row.value, row.unit), value_with_unit(row.previous, row.unit),
+                 row.change or "—"] for row in comparison.rows]
         if not rows:
             return [*story, _paragraph(_("No data"), self.styles["no_data"])]
         columns = [_("Figure"), _("This month"), _("Previous month"), _("Change")]
         return [*story, self.table(columns, rows, numeric=[False, True, True, True])]
 
-    def section(self, section: dict) -> list:
+    def section(self, section: Section) -> list:
         styles = self.styles
-        story: list = [_heading(section.get("title", ""), self.key(), styles["heading"])]
-        if section.get("question"):
-            story.append(_paragraph(section["question"], styles["question"]))
-        story += self.bullets(section.get("conclusions") or [])
-        figures = section.get("figures") or []
-        if figures:
+        story: list = [_heading(section.title, self.key(), styles["heading"])]
+        if section.question:
+            story.append(_paragraph(section.question, styles["question"]))
+        story += self.bullets(section.conclusions)
+        if section.figures:
             columns = [_("Figure"), _("Value"), _("Previous month"), _("Change")]
-            rows = [[f.get("label", ""), value_with_unit(f.get("value"), f.get("unit", "")),
-                     value_with_unit(f.get("previous"), f.get("unit", "")),
-                     f.get("change") or "—"] for f in figures]
+            rows = [[f.label, value_with_unit(f.value, f.unit), value_with_unit(f.previous, f.unit), f.change or "—"]
+                    for f in section.figures]
             story += [Spacer(1, 3 * mm), self.table(columns, rows, numeric=[False, True, True, True])]
-        for chart in section.get("charts") or []:
+        for chart in section.charts:
             story += self.chart(chart)
-        for table in section.get("tables") or []:
+        for table in section.tables:
             story += self.data_table(table)
         return story
 
     def bullets(self, lines: list[str]) -> list:
         return [_paragraph(line, self.styles["bullet"], bulletText="•") for line in lines]
 
-    def chart(self, chart: dict) -> list:
-        png = chart_png(chart, self.review.get("language", "en"))
+    def chart(self, chart: Chart) -> list:
+        png = chart_png(chart, self.review.language)
         if png is None:
-            return self.no_data(chart.get("title", ""))
+            return self.no_data(chart.title)
         return [Spacer(1, 4 * mm), Image(io.BytesIO(png), width=self.width, height=self.width * CHART_ASPECT)]
 
     def no_data(self, title: str) -> list:
@@ -398,13 +396,13 @@ class _Renderer:
         return [KeepTogether([_paragraph(title, self.styles["subheading"]),
                               _paragraph(_("No data"), self.styles["no_data"])])]
 
-    def data_table(self, table: dict) -> list:
-        rows = table.get("rows") or []
-        columns = [str(c) for c in table.get("columns") or []]
+    def data_table(self, table: DataTable) -> list:
+        rows = table.rows
+        columns = [str(c) for c in table.columns]
         width = max([len(columns), *(len(row) for row in rows)]) if rows else 0
         if not width:
-            return self.no_data(table.get("title", ""))
-        story = [_paragraph(table.get("title", ""), self.styles["subheading"])]
+            return self.no_data(table.title)
+        story = [_paragraph(table.title, self.styles["subheading"])]
         columns += [""] * (width - len(columns))
         numeric = [all(plottable(row[i]) is not None for row in rows if i < len(row) and row[i] is not None)
                    and any(i < len(row) and plottable(row[i]) is not None for row in rows) for i in range(width)]
@@ -467,19 +465,19 @@ LINE_CAP = 60
 # --- entry point ----------------------------------------------------------------------------------------------
 
 
-def render_pdf(review: dict) -> bytes:
-    """The review document (the review pack contract's dict) as the bytes of a PDF."""
-    language = review.get("language") or "en"
+def render_pdf(review: ReviewDocument) -> bytes:
+    """The review document as the bytes of a PDF."""
+    language = review.language or "en"
     with translation.override(language):
         font = font_name(language)
         buffer = io.BytesIO()
-        site, title = str(review.get("site") or ""), str(review.get("title") or "")
-        tenant = review.get("tenant") or _("Platform")
+        site, title = str(review.site or ""), str(review.title or "")
+        tenant = review.tenant or _("Platform")
         document = _ReviewDocTemplate(
             buffer, title=title, author=site, creator=site,
-            subject=_("Monthly review %(month)s — %(scope)s") % {"month": review.get("month", ""), "scope": tenant},
+            subject=_("Monthly review %(month)s — %(scope)s") % {"month": review.month, "scope": tenant},
             lang="zh-Hans" if is_chinese(language) else language)
         renderer = _Renderer(review, font, _styles(font, language), document.width)
         document.multiBuild(renderer.story(), canvasmaker=_footer_canvas(
-            font, site, title, moment_text(review.get("generated_at"))))
+            font, site, title, moment_text(review.generated_at)))
         return buffer.getvalue()

@@ -1,4 +1,5 @@
-"""The review pack as a spreadsheet: the review document (the review pack contract's dict) -> .xlsx bytes.
+"""The review pack as a spreadsheet: the review document (``metering.review.contract.ReviewDocument``) -> .xlsx
+bytes.
 
 Sheets: "Summary" first (the document's identity, coverage, the headline conclusions and the comparison with the
 previous month), then one per group and one per appendix section, named after their titles. Figures are stored
@@ -24,7 +25,8 @@ from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils import get_column_letter
 
-from metering.review.parts import chart_has_data, moment_text, plottable, text_width
+from metering.review.contract import Chart, ReviewDocument, Section, plottable
+from metering.review.parts import moment_text, text_width
 
 MAX_SHEET_TITLE = 31
 #: Excel refuses these in a sheet's name; "History" is its own reserved name.
@@ -125,7 +127,7 @@ class _SheetWriter:
 
 
 class _Renderer:
-    def __init__(self, review: dict):
+    def __init__(self, review: ReviewDocument):
         self.review = review
         self.book = Workbook()
         self.used: set[str] = set()
@@ -141,82 +143,78 @@ class _Renderer:
     def summary(self) -> None:
         review = self.review
         writer = self.sheet(_("Summary"))
-        coverage = review.get("coverage") or {}
-        snapshot = review.get("snapshot_id")
-        writer.heading(review.get("title", ""), size=14)
-        writer.pair(_("Site"), review.get("site", ""))
-        writer.pair(_("Month"), review.get("month", ""))
-        if review.get("tenant"):
-            writer.pair(_("Tenant"), review["tenant"])
+        coverage = review.coverage
+        snapshot = review.snapshot_id
+        writer.heading(review.title, size=14)
+        writer.pair(_("Site"), review.site)
+        writer.pair(_("Month"), review.month)
+        if review.tenant:
+            writer.pair(_("Tenant"), review.tenant)
         else:
             writer.pair(_("Scope"), _("Platform"))
-        writer.pair(_("Generated"), moment_text(review.get("generated_at")))
+        writer.pair(_("Generated"), moment_text(review.generated_at))
         writer.pair(_("Snapshot"), snapshot if snapshot is not None else _("live figures, not frozen"),
                     number_format="0")  # an id: no thousands separator
-        writer.pair(_("Coverage"), coverage.get("text", ""))
-        writer.pair(_("Days with data"), coverage.get("days_with_data"))
-        writer.pair(_("Days expected (elapsed)"), coverage.get("days_expected"))
-        writer.pair(_("Days in the month"), coverage.get("days_in_month"))
+        writer.pair(_("Coverage"), coverage.text)
+        writer.pair(_("Days with data"), coverage.days_with_data)
+        writer.pair(_("Days expected (elapsed)"), coverage.days_expected)
+        writer.pair(_("Days in the month"), coverage.days_in_month)
         writer.blank()
         writer.heading(_("Summary"))
-        for line in review.get("summary") or []:
+        for line in review.summary:
             writer.text(line)
-        comparison = review.get("comparison") or {}
-        rows = comparison.get("rows") or []
-        if rows:
+        comparison = review.comparison
+        if comparison.rows:
             writer.blank()
-            previous = comparison.get("previous_month")
+            previous = comparison.previous_month
             writer.heading(_("Compared with %(month)s") % {"month": previous} if previous
                            else _("Compared with last month"))
             writer.table([_("Figure"), _("This month"), _("Previous month"), _("Unit"), _("Change")],
-                         [[row.get("label"), row.get("value"), row.get("previous"), row.get("unit"), row.get("change")]
-                          for row in rows])
+                         [[row.label, row.value, row.previous, row.unit, row.change or None]
+                          for row in comparison.rows])
         writer.finish()
 
-    def section(self, section: dict) -> None:
-        writer = self.sheet(section.get("title", ""))
-        writer.heading(section.get("title", ""), size=14)
-        if section.get("question"):
-            writer.text(section["question"])
-        if section.get("conclusions"):
+    def section(self, section: Section) -> None:
+        writer = self.sheet(section.title)
+        writer.heading(section.title, size=14)
+        if section.question:
+            writer.text(section.question)
+        if section.conclusions:
             writer.blank()
             writer.heading(_("Conclusions"))
-            for line in section["conclusions"]:
+            for line in section.conclusions:
                 writer.text(line)
-        if section.get("figures"):
+        if section.figures:
             writer.blank()
             writer.heading(_("Figures"))
             writer.table([_("Figure"), _("Value"), _("Unit"), _("Previous month"), _("Change")],
-                         [[f.get("label"), f.get("value"), f.get("unit"), f.get("previous"), f.get("change", "")]
-                          for f in section["figures"]])
-        for table in section.get("tables") or []:
+                         [[f.label, f.value, f.unit, f.previous, f.change] for f in section.figures])
+        for table in section.tables:
             writer.blank()
-            writer.heading(table.get("title", ""))
-            if table.get("rows"):
-                writer.table(table.get("columns") or [], table["rows"])
+            writer.heading(table.title)
+            if table.rows:
+                writer.table(table.columns, table.rows)
             else:
                 writer.text(_("No data"))
-        for chart in section.get("charts") or []:
+        for chart in section.charts:
             writer.blank()
             self.chart(writer, chart)
         writer.finish()
 
-    def chart(self, writer: _SheetWriter, chart: dict) -> None:
+    def chart(self, writer: _SheetWriter, chart: Chart) -> None:
         """The chart's data as a table (categories down, one column per series) and a native chart beside it."""
-        writer.heading(chart.get("title", ""))
-        if not chart_has_data(chart):
+        writer.heading(chart.title)
+        if not chart.has_data:
             writer.text(_("No data"))
             return
-        series = chart.get("series") or []
-        categories = chart.get("categories") or []
-        rows = [[category, *[(s["values"][i] if i < len(s["values"]) else None) for s in series]]
-                for i, category in enumerate(categories)]
-        header, last = writer.table([chart.get("x_label") or _("Category"), *[s.get("name", "") for s in series]],
-                                    rows)
-        native = LineChart() if chart.get("kind") == "line" else BarChart()
-        native.title = chart.get("title") or None
-        native.x_axis.title = chart.get("x_label") or None
-        native.y_axis.title = chart.get("y_label") or None
+        series = chart.series
+        rows = [[category, *[(s.values[i] if i < len(s.values) else None) for s in series]]
+                for i, category in enumerate(chart.categories)]
+        header, last = writer.table([chart.x_label or _("Category"), *[s.name for s in series]], rows)
+        native = LineChart() if chart.kind == "line" else BarChart()
+        native.title = chart.title or None
+        native.x_axis.title = chart.x_label or None
+        native.y_axis.title = chart.y_label or None
         native.width, native.height = 16, 7.5
         native.add_data(Reference(writer.sheet, min_col=2, max_col=1 + len(series), min_row=header, max_row=last),
                         titles_from_data=True)
@@ -225,17 +223,17 @@ class _Renderer:
         writer.row = max(writer.row, header + CHART_ROWS)
 
 
-def render_xlsx(review: dict) -> bytes:
+def render_xlsx(review: ReviewDocument) -> bytes:
     """The review document as the bytes of an .xlsx workbook (see the module's docstring for its sheets)."""
-    with translation.override(review.get("language") or "en"):
+    with translation.override(review.language or "en"):
         renderer = _Renderer(review)
         book = renderer.book
-        book.properties.title = str(review.get("title") or "")
-        book.properties.creator = str(review.get("site") or "")
+        book.properties.title = str(review.title or "")
+        book.properties.creator = str(review.site or "")
         book.properties.subject = _("Monthly review %(month)s — %(scope)s") % {
-            "month": review.get("month", ""), "scope": review.get("tenant") or _("Platform")}
+            "month": review.month, "scope": review.tenant or _("Platform")}
         renderer.summary()
-        for section in [*review.get("groups", []), *review.get("appendix", [])]:
+        for section in review.sections:
             renderer.section(section)
         buffer = io.BytesIO()
         book.save(buffer)

@@ -3,7 +3,7 @@
 (``manage.py chaos_soak``) reports them after its drain.
 
 Why one statement: each scenario injects a different fault, but what "nothing stuck, nothing lost, nothing
-twice" means is the same everywhere (README, "Reliability"); one copy keeps the suite and the soak honest and
+twice" means is the same everywhere (docs/reliability.md); one copy keeps the suite and the soak honest and
 comparable. Each finding names its job, so the soak can say which jobs broke which rule.
 
 * every job's status is legal and its status events form a legal path through ``ALLOWED_TRANSITIONS``;
@@ -36,7 +36,7 @@ from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobEvent, Job
 from scheduling.passes.reconcile import ReconcileReport, reconcile
 from scheduling.tasks import sync_job_status
 
-#: Beyond every reconcile bound (README: 120 s admitted, 300 s dispatching).
+#: Beyond every reconcile bound (docs/reliability.md: 120 s admitted, 300 s dispatching).
 LATER = timedelta(hours=1)
 #: Wait reasons no capacity freed later cures: the job needs what the cluster does not have, or what is broken.
 HOPELESS_REASONS = (WaitReason.HOST_RESOURCES, WaitReason.NEVER_FITS, WaitReason.NO_HEALTHY_NODE)

@@ -18,7 +18,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scheduling.engine import (
     ANY_MODEL,
@@ -58,11 +58,6 @@ class Pod:
     first_range: tuple[float | None, float | None] = (None, None)
     first_seen_waiting: bool = False
     preempted: int = 0
-
-
-@dataclass
-class ReplayResult:
-    metrics: dict = field(default_factory=dict)
 
 
 def load_nodes(path: str, node_fraction: float = 1.0) -> tuple[NodeSnapshot, ...]:

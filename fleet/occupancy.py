@@ -61,10 +61,6 @@ def held_gpus() -> dict[int, set[int]]:
     return _provider.held_gpus()
 
 
-def held_gpu_count(node_id: int) -> int:
-    return len(held_gpus().get(node_id, ()))
-
-
 def holders(user, gpu_ids) -> dict[int, dict]:
     return _provider.holders(user, list(gpu_ids))
 

@@ -3,6 +3,7 @@ job whose task type needs it), in-app notifications and their preferences, and i
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from gpuportal.models import TimeStampedModel
@@ -72,6 +73,9 @@ class PriorityRequest(TimeStampedModel):
 
     def __str__(self):
         return f"#{self.pk} {self.get_kind_display()} ({self.tenant}, {self.state})"
+
+    def get_absolute_url(self):
+        return reverse("governance:request-detail", args=[self.pk])
 
     @property
     def is_pending(self) -> bool:

@@ -28,7 +28,7 @@ def _on_job_status_changed(sender, jobs, from_status, to_status, reasons, actor,
         if notice is not None:
             kind, title = notice
             body = (job.failure_message if to_status == JobStatus.FAILED else "") or reasons.get(job.pk, "")
-            notify([job.owner], kind, title, body, f"/jobs/{job.pk}/")
+            notify([job.owner], kind, title, body, job.get_absolute_url())
 
 
 def _job_notice(job, to_status: str):

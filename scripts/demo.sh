@@ -13,7 +13,7 @@ LOOP=$!
 WORKLOADS=$!
 # on the way out, the loop, the workload server and the notebook and service stand-ins of the simulated cluster
 # stop too
-trap 'kill $LOOP $WORKLOADS 2>/dev/null || true; "$PY" manage.py shell -c "from scheduling.executors import simulated_serving; simulated_serving.stop_all()" >/dev/null 2>&1 || true' EXIT INT TERM
+trap 'kill $LOOP $WORKLOADS 2>/dev/null || true; "$PY" manage.py shell -c "from scheduling.executors.simulated import serving; serving.stop_all()" >/dev/null 2>&1 || true' EXIT INT TERM
 cat <<MSG
 
   GPU Portal demo: http://$ADDR/   (API docs: http://$ADDR/api/docs/)

@@ -113,7 +113,7 @@ def logout(ctx: Context) -> int:
 
 # --- jobs ------------------------------------------------------------------------------------------------
 
-#: ``submit``'s options: the fields of ``POST /api/jobs/`` (README, *REST API*), type and help.
+#: ``submit``'s options: the fields of ``POST /api/jobs/`` (docs/api-and-cli.md), type and help.
 SUBMIT_OPTIONS = (
     ("tenant", str, _("tenant name; optional when --project names it (tenant/project)")),
     ("project", str, _("project name, or tenant/project")),

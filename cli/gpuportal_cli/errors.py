@@ -4,7 +4,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """What ``gpuportal`` exits with (documented in the README's *Command-line client*)."""
+    """What ``gpuportal`` exits with (documented in docs/api-and-cli.md)."""
 
     OK = 0
     REFUSED = 1  # the portal refused the request: invalid input (400, the field named), forbidden, a conflict

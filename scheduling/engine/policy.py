@@ -1,4 +1,4 @@
-"""Scheduling policy knobs, one set per cluster (see the README's policy table)."""
+"""Scheduling policy knobs, one set per cluster (docs/scheduling.md, "Policies, per cluster")."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class Policy:
     max_preemption_searches: int = 50
     #: The likely start range around an estimated wait W: from now + low x W to now + high x W + margin.
     #: Calibrated with ``replay_trace`` on the Alibaba trace: the narrowest range that holds the actual start
-    #: of at least 80 % of the jobs that waited (README, "Estimated starts").
+    #: of at least 80 % of the jobs that waited (docs/scheduling.md, "Estimated starts as ranges").
     eta_low_ratio: float = 0.25
     eta_high_ratio: float = 2.0
     eta_margin_seconds: float = 900.0

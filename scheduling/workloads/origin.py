@@ -33,6 +33,8 @@ from django.contrib.sessions.models import Session
 from django.core import signing
 from django.utils import timezone
 
+from gpuportal.paths import portal_path
+
 NOTEBOOK, SERVICE = "notebook", "service"
 COOKIE_NAME = "gpuportal_workload"
 TICKET_PARAMETER = "ticket"
@@ -52,13 +54,14 @@ class Workload:
     @property
     def path(self) -> str:
         """Where it is served, on the workload origin as on the portal's (old links keep working)."""
-        return f"/jobs/{self.pk}/open/" if self.kind == NOTEBOOK else f"/services/{self.pk}/endpoint/"
+        name = "scheduling:notebook-open-root" if self.kind == NOTEBOOK else "scheduling:service-endpoint-root"
+        return portal_path(name, self.pk)
 
     @property
     def cookie_path(self) -> str:
         """The sign-in cookie's path: the workload's own (a Kubernetes ingress serves a service at
         ``/services/<id>/``, the portal at ``/services/<id>/endpoint/``: the cookie covers both)."""
-        return self.path if self.kind == NOTEBOOK else f"/services/{self.pk}/"
+        return self.path if self.kind == NOTEBOOK else portal_path("scheduling:service-detail", self.pk)
 
     @property
     def label(self) -> str:

@@ -2,7 +2,7 @@
 ``make test`` prints, a real Celery worker that can be SIGKILLed, and misbehaving agents.
 
 Why one ``check_invariants``: each scenario injects a different fault, but what "nothing stuck, nothing lost,
-nothing twice" means is the same everywhere (README, "Reliability"); stating it once keeps the scenarios
+nothing twice" means is the same everywhere (docs/reliability.md); stating it once keeps the scenarios
 honest and comparable. The statement itself lives in ``bench.invariants``, which the chaos soak
 (``manage.py chaos_soak``) reports on too, so the suite and the soak cannot drift apart.
 """

@@ -24,6 +24,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from fleet.models import GPU, Cluster, Node
@@ -104,11 +105,11 @@ def _pages(job_id: int) -> list[tuple[str, callable]]:
                   "gpus_per_node": 1, "image": "registry.local/bench:1", "command": "sim:minutes=1",
                   "max_runtime_minutes": 5}
     return [
-        ("dashboard", lambda c: c.request("GET", "/")),
-        ("job_list", lambda c: c.request("GET", "/jobs/")),
-        ("job_page", lambda c: c.request("GET", f"/jobs/{job_id}/")),
-        ("api_job_list", lambda c: c.api("GET", "/api/jobs/")),
-        ("api_submit", lambda c: c.api("POST", "/api/jobs/", submission)),
+        ("dashboard", lambda c: c.request("GET", reverse("scheduling:dashboard"))),
+        ("job_list", lambda c: c.request("GET", reverse("scheduling:job-list"))),
+        ("job_page", lambda c: c.request("GET", reverse("scheduling:job-detail", args=[job_id]))),
+        ("api_job_list", lambda c: c.api("GET", reverse("job-list"))),
+        ("api_submit", lambda c: c.api("POST", reverse("job-list"), submission)),
     ]
 
 

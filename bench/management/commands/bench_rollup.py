@@ -21,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.test import RequestFactory
+from django.urls import reverse
 
 from demo.world import seed_structure
 from fleet.models import GPU, Cluster, GpuReading, Node
@@ -162,7 +163,7 @@ class Command(BaseCommand):
     def _time_report(self, month) -> tuple[float, float]:
         manager, _ = get_user_model().objects.get_or_create(username="bench-manager")
         PlatformRole.objects.get_or_create(user=manager, role=PlatformRole.Kind.MANAGER)
-        request = RequestFactory().get(f"/reports/{month:%Y-%m}/")
+        request = RequestFactory().get(reverse("metering:platform-report", args=[f"{month:%Y-%m}"]))
         request.user = manager
         page, build = [], []
         for _run in range(5):

@@ -3,7 +3,7 @@
 Each job gets a plan when dispatched, drawn from a random generator seeded with the job's id (so a test
 or a demo replays the same way): image pull time, run time, and outcome. Most jobs succeed; the rest fail
 in each of the ways real clusters fail, with the kind of evidence real clusters give. A command may force
-the plan with ``sim:outcome=<category>`` and ``sim:minutes=<n>`` (documented in the README).
+the plan with ``sim:outcome=<category>`` and ``sim:minutes=<n>`` (docs/kubernetes.md, "The simulated cluster").
 
 A failure is diagnosed by the Kubernetes executor's rules (``kubernetes/diagnosis.py``) from what a
 cluster would show for it: the pods' states, the Job's condition, the node agent's fault, and the log

@@ -179,7 +179,7 @@ def _checkpoint_section(t0) -> Section:
             {"state": _("failed after a checkpoint (resumable)"), "jobs": resumable}]
     return Section("checkpoints", _("Checkpoint state"), [("state", _("State")), ("jobs", _("Jobs"))], rows,
                    bars(rows, "state", [("jobs", _("jobs"))], _("jobs")),
-                   note=_("Jobs report checkpoints to POST /api/jobs/{id}/report/ (see the README)."))
+                   note=_("Jobs report checkpoints to POST /api/jobs/{id}/report/ (see docs/kubernetes.md)."))
 
 
 def _governance(first, t0, now, facts, day) -> list[Section]:

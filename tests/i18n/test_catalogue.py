@@ -62,7 +62,7 @@ GLOSSARY_EXCEPTIONS = {
     ("job", "Deleted Kubernetes Job %(ns)s/%(name)s (foreground propagation)."):
         "the Kubernetes object kind Job, named as Kubernetes names it",
     ("job", "Kubernetes Job %(ns)s/%(name)s was already gone."): "the Kubernetes object kind Job",
-    ("report", "Jobs report checkpoints to POST /api/jobs/{id}/report/ (see the README)."):
+    ("report", "Jobs report checkpoints to POST /api/jobs/{id}/report/ (see docs/kubernetes.md)."):
         "the verb: a job reports (上报) a checkpoint",
     ("image", "Screenshot: only a PNG or JPEG image (at most %(max)d MB); this file is neither."):
         "a picture file (图片), not a container image",

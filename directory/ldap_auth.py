@@ -1,6 +1,6 @@
 """LDAP sign-in (django-auth-ldap) and reading the directory for the sync.
 
-Configuration is ``settings.DIRECTORY["LDAP"]`` (from the ``GPUPORTAL_LDAP_*`` variables, see settings.py),
+Configuration is ``settings.DIRECTORY["LDAP"]`` (``GPUPORTAL_LDAP_*``, gpuportal/settings/directory.py),
 turned here into django-auth-ldap's settings; any ``AUTH_LDAP_*`` setting a site adds still applies to what
 this module does not set. The person's password is checked by binding as them; everything else (their
 groups, whether they are disabled) is read with the portal's own bind DN, which the sync uses as well, so

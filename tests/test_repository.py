@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The word "issue" (or "issues"), a space, an optional "#" and a number: a reference to a tracker. An issue
 #: that is not followed by its number ("an issue with three nodes") is not one.
-ISSUE_REFERENCE = re.compile(r"\b[Ii]ssues? #?\d+")
+ISSUE_REFERENCE = re.compile(r"\b[Ii]ssues?[ -]?#?\d+")
 
 #: Paths that exist only on someone's machine: the workspace, a home directory, root's, a Mac's or a
 #: Windows user's. A path must start there (not inside a URL or a longer path).

@@ -7,8 +7,8 @@ in-process, unless ``CELERY_TASK_ALWAYS_EAGER=1``. Without one, the scheduler lo
 fires the beat schedule declared in gpuportal/celery.py itself."""
 
 from gpuportal.settings.base import BASE_DIR, database
+from gpuportal.settings.development import *  # noqa: F403
 from gpuportal.settings.environment import env_bool, env_is_set, env_optional, env_str_or_default
-from gpuportal.settings.local import *  # noqa: F403
 from gpuportal.settings.tuning import *  # noqa: F403
 
 DATABASES = {"default": database(env_str_or_default("DATABASE_URL",

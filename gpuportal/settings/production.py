@@ -8,20 +8,12 @@ seed data and the benchmarks are not installed."""
 
 from django.core.exceptions import ImproperlyConfigured
 
-from gpuportal.settings.api import *  # noqa: F403
 from gpuportal.settings.audit import audit_settings
-from gpuportal.settings.base import *  # noqa: F403
 from gpuportal.settings.base import PORTAL_APPS, PORTAL_URL, QUIET_CHECKS, database
-from gpuportal.settings.cache import *  # noqa: F403
-from gpuportal.settings.celery import *  # noqa: F403
-from gpuportal.settings.directory import *  # noqa: F403
 from gpuportal.settings.environment import env_bool, env_int, env_list, env_required, env_str, split_list
-from gpuportal.settings.metering import *  # noqa: F403
-from gpuportal.settings.observability import *  # noqa: F403
 from gpuportal.settings.observability import logging_config
-from gpuportal.settings.scheduling import *  # noqa: F403
-from gpuportal.settings.security import *  # noqa: F403
 from gpuportal.settings.security import EMBEDDED_SECRET_KEY
+from gpuportal.settings.topics import *  # noqa: F403
 from gpuportal.settings.tuning import *  # noqa: F403
 from gpuportal.settings.workloads import with_workload_host, workload_settings
 

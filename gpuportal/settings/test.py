@@ -6,8 +6,8 @@ tests see (tuning.py)."""
 import dj_database_url
 
 from gpuportal.settings.api import rest_framework
+from gpuportal.settings.development import *  # noqa: F403
 from gpuportal.settings.environment import env_str
-from gpuportal.settings.local import *  # noqa: F403
 from gpuportal.settings.scheduling import DEFAULT_MAX_RUNTIME_MINUTES, DEFAULT_SIMULATION_TIME_SCALE, scheduler
 
 DATABASES = {"default": {

@@ -2,7 +2,7 @@
 
 They are served only on ``GPUPORTAL_WORKLOAD_ORIGIN`` (scheme://host[:port]), never on the portal's own origin,
 so that nothing a tenant put in a workload runs as the portal (scheduling/workloads/origin.py): a host name of its
-own, outside the portal's cookie domain; "https://*.apps.example.org" gives each workload a host of its own (a
+own, not the portal's; "https://*.apps.example.org" gives each workload a host of its own (a
 wildcard DNS name and certificate). The embedded demo serves them on a second port; production has no default
 (without one, notebooks and services cannot be opened). The origin's host joins ALLOWED_HOSTS."""
 
@@ -31,8 +31,8 @@ def workload_settings(default_origin: str, *, portal_url: str, separate_host: bo
                                 "https://apps.portal.example.org or https://*.apps.portal.example.org")
         # Cookies ignore ports: on the portal's host name, the portal's CSRF cookie would be readable there.
         if separate_host and workload_host(workloads).lstrip(".") == (urlsplit(portal_url).hostname or ""):
-            raise misconfigured("GPUPORTAL_WORKLOAD_ORIGIN", "have a host name of its own, neither the portal's "
-                                "(GPUPORTAL_URL) nor one under the portal's cookie domain")
+            raise misconfigured("GPUPORTAL_WORKLOAD_ORIGIN", "have a host name of its own, not the portal's "
+                                "(GPUPORTAL_URL)")
     return workloads
 
 

@@ -251,7 +251,9 @@ def _share_mapping(spec: JobSpec, resource: str, share_resources: dict | None):
         return share_resources[spec.vendor]
     if share_resources and not per_vendor and spec.vendor == DEFAULT_VENDOR:
         return share_resources
-    record = vendors.vendor_or_default(spec.vendor)
+    record = vendors.VENDORS.get(spec.vendor)
+    if record is None:  # a vendor the registry does not know shares nothing
+        return None
     if record.share_resources:
         return dict(record.share_resources)
     if record.partitions:

@@ -1,21 +1,13 @@
-"""What the embedded demo and the test suite share: a development key, DEBUG on, the demo's seed data and the
-benchmarks installed, static files served from the source tree, text logs, and workloads on a second port of
-127.0.0.1. The database and the broker are each one's own (embedded.py, test.py)."""
+"""What the development profiles share (the embedded demo and the test suite): a development key, DEBUG on,
+the demo's seed data and the benchmarks installed, static files served from the source tree, text logs, and
+workloads on a second port of 127.0.0.1. The database and the broker are each one's own (embedded.py, test.py)."""
 
-from gpuportal.settings.api import *  # noqa: F403
 from gpuportal.settings.audit import audit_settings
-from gpuportal.settings.base import *  # noqa: F403
 from gpuportal.settings.base import PORTAL_APPS, PORTAL_URL, QUIET_CHECKS
-from gpuportal.settings.cache import *  # noqa: F403
-from gpuportal.settings.celery import *  # noqa: F403
-from gpuportal.settings.directory import *  # noqa: F403
 from gpuportal.settings.environment import env_bool, env_str, env_str_or_default, split_list
-from gpuportal.settings.metering import *  # noqa: F403
-from gpuportal.settings.observability import *  # noqa: F403
 from gpuportal.settings.observability import logging_config
-from gpuportal.settings.scheduling import *  # noqa: F403
-from gpuportal.settings.security import *  # noqa: F403
 from gpuportal.settings.security import EMBEDDED_SECRET_KEY
+from gpuportal.settings.topics import *  # noqa: F403
 from gpuportal.settings.workloads import with_workload_host, workload_settings
 
 ENVIRONMENT = "embedded"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 
 from fleet.models import GPU, Cluster, Node
 from scheduling.models import TaskType
@@ -77,7 +78,13 @@ def make_user(username: str, tenant: Tenant | None = None, roles=(Role.RESEARCHE
 
 
 def build_world() -> dict:
-    """The standard lab (see the module's docstring)."""
+    """The standard lab (see the module's docstring), in one transaction: a test that commits pays one commit
+    for it, not one per row."""
+    with transaction.atomic():
+        return _build_world()
+
+
+def _build_world() -> dict:
     for code, (priority, preemptible, runtime) in TASK_TYPES.items():
         make_task_type(code, priority, preemptible, runtime)
     cluster = Cluster.objects.create(name="sim", description="Simulated cluster of the tests")

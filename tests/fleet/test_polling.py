@@ -127,7 +127,7 @@ def test_garbage_and_wrong_token_are_missed_polls_with_the_cause(lab):
 
     junk = AgentHTTPServer(("127.0.0.1", 0), {})
     junk.RequestHandlerClass = Garbage
-    threading.Thread(target=junk.serve_forever, daemon=True).start()
+    threading.Thread(target=junk.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         Node.objects.filter(pk=lab.nodes[0].pk).update(agent_url=f"http://127.0.0.1:{junk.server_address[1]}")
         Node.objects.filter(pk=lab.nodes[1].pk).update(agent_url=f"http://127.0.0.1:{junk.server_address[1]}/shape")

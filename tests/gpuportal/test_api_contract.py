@@ -96,6 +96,7 @@ def describe(failures) -> str:
     return "\n\n".join(text)
 
 
+@pytest.mark.usefixtures("connections_kept")
 @pytest.mark.parametrize("role", ROLES)
 def test_the_api_keeps_its_schema(world, wsgi_transport, role):
     username, coverage = ROLES[role]

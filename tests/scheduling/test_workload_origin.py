@@ -288,7 +288,8 @@ class _Redirecting(BaseHTTPRequestHandler):
 @pytest.fixture
 def redirecting():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # polled often: shutdown() waits for the next poll (half a second by default)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()

@@ -5,10 +5,15 @@ Each running notebook or replica is one stand-in process, recorded in the job's 
 process within a fraction of a second, so ``stop_all`` (tests, a demo reset) leaves nothing behind even when
 the process that started it is gone. A replica whose process died is restarted, as a Deployment restarts its
 container, and the restarts are counted; a notebook whose server died fails, as its pod would.
+
+A stand-in also ends with the process that started it (a test run, a worker, the demo's scheduler loop): this
+module holds the write end of a pipe on each one's standard input, which the kernel closes when this process ends,
+however it ends, and stops the ones still running at a normal exit. Nothing outlives the suite or the demo.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import http.client
 import json
@@ -16,12 +21,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
 
+from gpuportal.paths import portal_path
 from scheduling.jobs.tokens import notebook_token
 from scheduling.models import WorkloadKind
 
@@ -29,6 +36,55 @@ from scheduling.models import WorkloadKind
 START_TIMEOUT_SECONDS = 10.0
 #: How long a probe waits for a stand-in's answer (the job page and the API wait for it).
 PROBE_TIMEOUT_SECONDS = 1.0
+
+
+#: The stand-ins this process started and has not stopped, by pid: each one's Popen keeps the write end of its
+#: lifeline (its standard input) open; dropping or closing it ends the stand-in.
+_children: dict[int, subprocess.Popen] = {}
+_children_lock = threading.Lock()
+
+
+def _forget_children_after_fork() -> None:
+    """A forked process (a worker's pool child) does not own its parent's stand-ins: it closes its copies of their
+    lifelines, or they would stay open as long as it lives, and forgets them (with a fresh lock: another thread
+    may have held the old one at the fork)."""
+    global _children_lock
+    _children_lock = threading.Lock()
+    for process in _children.values():
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    _children.clear()
+
+
+def stop_children() -> int:
+    """End every stand-in this process started and still runs (at exit; a test's teardown); returns how many.
+    Closing its lifeline lets it give up its lease (the pid file) on the way out; one that has not ended after a
+    moment is killed."""
+    with _children_lock:
+        processes = list(_children.values())
+        _children.clear()
+    for process in processes:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    deadline = time.monotonic() + 2
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return len(processes)
+
+
+atexit.register(stop_children)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_children_after_fork)
+
+
+def children() -> list[int]:
+    """The pids of the stand-ins this process started that still run (tests check that none is left)."""
+    with _children_lock:
+        return [pid for pid, process in _children.items() if process.poll() is None]
 
 
 def run_dir() -> Path:
@@ -39,7 +95,7 @@ def run_dir() -> Path:
 
 def base_url(job) -> str:
     """Where the portal's proxy serves the notebook (the server takes it as its base URL, as Jupyter does)."""
-    return f"/jobs/{job.pk}/open/"
+    return portal_path("scheduling:notebook-open-root", job.pk)
 
 
 def start(job, restarts: int = 0, ready_after: float = 0.0, crash_after: float = 0.0) -> dict:
@@ -54,17 +110,20 @@ def start(job, restarts: int = 0, ready_after: float = 0.0, crash_after: float =
     command = [sys.executable, str(Path(__file__).with_name("standin.py")), "--mode",
                "notebook" if is_notebook else "service", "--job", str(job.pk), "--image", job.image,
                "--revision", str(job.revision or 1), "--port-file", str(port_file), "--pid-file", str(pid_file),
-               "--ready-after", str(ready_after), "--crash-after", str(crash_after)]
+               "--ready-after", str(ready_after), "--crash-after", str(crash_after), "--parent", str(os.getpid())]
     if is_notebook:
         command += ["--token", notebook_token(job), "--base-url", base_url(job)]
     with open(log_file, "ab") as log:
-        process = subprocess.Popen(command, cwd=settings.BASE_DIR, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+        process = subprocess.Popen(command, cwd=settings.BASE_DIR, stdout=log, stderr=log, stdin=subprocess.PIPE,
                                    start_new_session=True, close_fds=True)
+    with _children_lock:
+        _children[process.pid] = process
     pid_file.write_text(str(process.pid))
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while not port_file.exists():
         if process.poll() is not None or time.monotonic() > deadline:
             pid_file.unlink(missing_ok=True)
+            _release(process.pid)
             return {"pid": process.pid, "port": None, "pid_file": str(pid_file), "log_file": str(log_file),
                     "restarts": restarts, "started_at": datetime.now(UTC).isoformat()}
         time.sleep(0.02)
@@ -74,8 +133,24 @@ def start(job, restarts: int = 0, ready_after: float = 0.0, crash_after: float =
 
 def _reap(pid: int) -> None:
     """Collect a child that exited (a stand-in this process started) so it does not linger as a zombie."""
+    with _children_lock:
+        process = _children.get(pid)
+    if process is not None:
+        if process.poll() is not None:
+            _release(pid)
+        return
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def _release(pid: int) -> None:
+    """Forget a stand-in this process started and close its lifeline (it exited, or is being stopped)."""
+    with _children_lock:
+        process = _children.pop(pid, None)
+    if process is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+        process.poll()
 
 
 def alive(serving: dict) -> bool:
@@ -97,6 +172,7 @@ def stop(serving: dict) -> None:
     if pid:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGTERM)
+        _release(pid)
         _reap(pid)
 
 

@@ -13,12 +13,16 @@ portal.
   makes it exit with code 1 after that many seconds (a crash loop, once the executor restarts it).
 
 It writes its port to ``--port-file`` once listening, and exits when its parent executor's record of it is
-gone (``--pid-file`` removed) so nothing outlives a cleanup.
+gone (``--pid-file`` removed) so nothing outlives a cleanup. With ``--parent PID`` it also ends with the process
+that started it: when its standard input (a pipe only that process holds open) closes, which the kernel does the
+moment that process ends however it ends, or, should the pipe be held open by a fork of it, when its parent is no
+longer ``PID`` (it was re-parented). A demo, a worker or a test run that stops leaves no server behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import json
 import os
@@ -119,8 +123,32 @@ def make_handler(state: _State):
     return Handler
 
 
+def _orphaned(args) -> None:
+    """Exit for good once the process that started this one is gone: the lease goes with it (the pid file, when it
+    still names this process), so no later cleanup signals a pid the system may have given to someone else."""
+    if args.pid_file:
+        try:
+            with open(args.pid_file) as handle:
+                mine = handle.read().strip() == str(os.getpid())
+        except OSError:
+            mine = False
+        if mine:
+            with contextlib.suppress(OSError):
+                os.unlink(args.pid_file)
+    os._exit(0)
+
+
+def _lifeline(args) -> None:
+    """Block on standard input, a pipe whose only writer is the starting process: end of file means it ended."""
+    with contextlib.suppress(OSError, ValueError):
+        while sys.stdin.buffer.read(1024):
+            pass
+    _orphaned(args)
+
+
 def _watch(args) -> None:
-    """Exit on a crash-after deadline, or once the pid file is gone (the executor stopped it, or cleaned up)."""
+    """Exit on a crash-after deadline, once the pid file is gone (the executor stopped it, or cleaned up), or once
+    the starting process is gone (this process was re-parented)."""
     started = time.time()
     while True:
         time.sleep(0.2)
@@ -130,6 +158,8 @@ def _watch(args) -> None:
             os._exit(1)
         if args.pid_file and not os.path.exists(args.pid_file):
             os._exit(0)
+        if args.parent and os.getppid() != args.parent:
+            _orphaned(args)
 
 
 def main(argv=None) -> None:
@@ -144,7 +174,13 @@ def main(argv=None) -> None:
     parser.add_argument("--crash-after", type=float, default=0.0)
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--pid-file", default="")
+    parser.add_argument("--parent", type=int, default=0,
+                        help="the starting process's pid: exit when it ends (standard input closes, or re-parented)")
     args = parser.parse_args(argv)
+    if args.parent and os.getppid() != args.parent:
+        _orphaned(args)  # it ended while this process started
+    if args.parent:
+        threading.Thread(target=_lifeline, args=(args,), daemon=True).start()
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(_State(args)))
     server.daemon_threads = True
     with open(args.port_file + ".tmp", "w") as handle:

@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
-from . import tokens
-from .models import ApiToken, RevocationReason
+from accounts import tokens
+from accounts.models import ApiToken, RevocationReason
 
 
 @admin.register(ApiToken)

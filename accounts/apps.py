@@ -11,4 +11,5 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import signals, timezones  # noqa: F401  (connects the receivers; models are ready only now)
+        from accounts import signals  # noqa: F401  (connects the receivers; models are ready only now)
+        from accounts.preferences import timezones  # noqa: F401  (connects the receivers; models are ready only now)

@@ -3,7 +3,7 @@
 from django.utils.translation import gettext as _
 from rest_framework import authentication, exceptions
 
-from . import tokens
+from accounts import tokens
 
 KEYWORDS = ("token", "bearer")
 

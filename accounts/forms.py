@@ -1,8 +1,8 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from .timezones import time_zone_names
-from .tokens import NAME_MAX_LENGTH
+from accounts.preferences.timezones import time_zone_names
+from accounts.tokens import NAME_MAX_LENGTH
 
 
 class NewTokenForm(forms.Form):

@@ -8,8 +8,8 @@ from django.contrib.auth.hashers import check_password
 from django.db.models.signals import post_save, pre_save
 from django.dispatch import receiver
 
-from . import tokens
-from .models import RevocationReason
+from accounts import tokens
+from accounts.models import RevocationReason
 
 User = get_user_model()
 

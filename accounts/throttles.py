@@ -1,5 +1,5 @@
 """DRF throttles whose rates are read at each request, so settings (and tests) can change them, and whose
-client address is the portal's one rule (``gpuportal.clients``).
+client address is the portal's one rule (``gpuportal.web.clients``).
 
 DRF's own classes copy ``DEFAULT_THROTTLE_RATES`` once at import, and key anonymous clients on a raw
 ``X-Forwarded-For`` (its ``NUM_PROXIES`` unset): a client that varies that header is a new client each time."""
@@ -7,7 +7,7 @@ DRF's own classes copy ``DEFAULT_THROTTLE_RATES`` once at import, and key anonym
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
-from gpuportal.clients import client_address
+from gpuportal.web.clients import client_address
 
 
 class _LiveRate:

@@ -23,9 +23,8 @@ from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from gpuportal.validation import whole_number
-
-from .models import ApiToken, RevocationReason
+from accounts.models import ApiToken, RevocationReason
+from gpuportal.web.validation import whole_number
 
 TOKEN_PREFIX = "gpt_"
 PREFIX_LENGTH = 12

@@ -15,9 +15,10 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from . import languages, timezones, tokens
-from .forms import NewTokenForm, PreferenceForm
-from .models import ApiToken
+from accounts import tokens
+from accounts.forms import NewTokenForm, PreferenceForm
+from accounts.models import ApiToken
+from accounts.preferences import languages, timezones
 
 
 def _page(request, form, new_secret="", new_token=None, status=200):

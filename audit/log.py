@@ -4,7 +4,7 @@ The actor and the source address come from the request (``AuditContextMiddleware
 thread) unless the caller passes them; Celery tasks and the scheduler write as "the portal" (no actor). The
 actor is read when the record is written, not when the request arrives: an API request is authenticated by
 DRF inside the view (a bearer token), after the middleware ran.
-The source address is ``gpuportal.clients.client_address``: ``REMOTE_ADDR``, or what ``X-Forwarded-For`` says
+The source address is ``gpuportal.web.clients.client_address``: ``REMOTE_ADDR``, or what ``X-Forwarded-For`` says
 only when the peer is one of the ``TRUSTED_PROXIES``.
 Appends are serialised with a PostgreSQL advisory lock so the chain has one order.
 
@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from gpuportal.clients import client_address
+from gpuportal.web.clients import client_address
 from tenants.models import Tenant
 
 from .models import AuditChainHead, AuditRecord

@@ -6,7 +6,7 @@ from django.core.paginator import Paginator
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
 
-from gpuportal.exports import csv_lines
+from gpuportal.text.exports import csv_lines
 from tenants import access
 
 from .filtersets import AuditFilterSet

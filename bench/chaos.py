@@ -50,8 +50,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from fleet.models import GPU, Cluster, ExecutorKind, Node
-from gpuportal import phrases
 from gpuportal.models import OperationalCounter
+from gpuportal.text import phrases
 from scheduling.models import (
     TERMINAL_STATUSES,
     WAITING_STATUSES,
@@ -97,8 +97,9 @@ ACTIONS = (("short", 22), ("failing", 4), ("node_fault", 6), ("multi_node", 4), 
            ("service", 4), ("hold_new", 8), ("hold", 3), ("cancel", 5), ("same_key", 4), ("read", 6))
 #: The Celery log line of a scheduling pass that raised (celery.app.trace, level ERROR).
 PASS_RAISED = re.compile(r"run_scheduling_pass\[[0-9a-f-]+\] raised unexpected")
-#: A log line of the counters' module (gpuportal.telemetry): it logs only a counter write it had to give up.
-COUNT_LOST = '"logger": "gpuportal.telemetry"'
+#: A log line of the counters' module (gpuportal.observability.telemetry): it logs only a counter write it had to
+#: give up.
+COUNT_LOST = '"logger": "gpuportal.observability.telemetry"'
 
 
 def fault_plan(seed: int, seconds: float) -> list[tuple[float, str, float]]:
@@ -697,7 +698,7 @@ class Soak:
     def _server_errors(self) -> tuple[list[dict], list[dict]]:
         """5xx answers the clients saw; the 503s of requests under way when the database ended their session
         (``db_terminate``) are told apart: a request whose connection is killed mid-query cannot succeed, and
-        the API says so with a 503 and Retry-After (``gpuportal.api``). A 500 is always a finding."""
+        the API says so with a 503 and Retry-After (``gpuportal.web.api``). A 500 is always a finding."""
         terminations = [(f.at, f.ended) for f in self.faults if f.kind == "db_terminate"]
         errors, during = [], []
         for call in self.ledger.calls:

@@ -24,7 +24,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from gpuportal.db import database_url
+from gpuportal.storage.db import database_url
 
 
 def free_port() -> int:

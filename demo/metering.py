@@ -15,8 +15,8 @@ from decimal import Decimal
 from django.utils import timezone
 
 from fleet.models import GPU, GpuReading, Node, NodeReading
-from gpuportal.dates import local_day, next_month
-from gpuportal.db import bulk_insert
+from gpuportal.storage.db import bulk_insert
+from gpuportal.text.dates import local_day, next_month
 from metering.improvements import queries as improvement_queries
 from metering.improvements import services as improvements
 from metering.models import CapacityAction, GpuPrice, ImprovementAction

@@ -15,9 +15,8 @@ class DirectoryConfig(AppConfig):
         # the receiver that tells the login page the directory could not be reached.
         from audit.models import AuditAction
         from audit.registry import audit_changes
-
-        from . import ldap_auth  # noqa: F401
-        from .models import GroupMapping
+        from directory.ldap import auth as ldap_auth  # noqa: F401
+        from directory.models import GroupMapping
 
         # A mapping decides who becomes a tenant member or a platform admin at their next sign-in, so every
         # change of one is audited from the model signals, whoever makes it (the page, map_group, the shell).

@@ -3,9 +3,8 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
+from directory.models import GROUP_MAX_LENGTH
 from tenants.models import PlatformRole, Role, Tenant
-
-from .models import GROUP_MAX_LENGTH
 
 DIRECTORY_UNAVAILABLE = "directory_unavailable"
 LINK_REFUSED = "directory_link_refused"

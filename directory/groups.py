@@ -16,9 +16,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
+from directory.models import GROUP_MAX_LENGTH, GroupMapping
 from tenants.models import PlatformRole, Role, Tenant
-
-from .models import GROUP_MAX_LENGTH, GroupMapping
 
 
 def normalize_dn(dn: str) -> str:

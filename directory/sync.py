@@ -28,12 +28,11 @@ from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
+from directory.actor import DIRECTORY_ACTOR, acting_as_directory
+from directory.groups import Access, access_for_groups
+from directory.models import DirectoryAccount, DirectoryGrant
 from tenants import memberships
 from tenants.models import Tenant
-
-from .actor import DIRECTORY_ACTOR, acting_as_directory
-from .groups import Access, access_for_groups
-from .models import DirectoryAccount, DirectoryGrant
 
 logger = logging.getLogger(__name__)
 

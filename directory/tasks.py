@@ -5,7 +5,7 @@ import logging
 
 from celery import shared_task
 
-from .ldap_sync import DirectoryUnavailable, sync_ldap
+from directory.ldap.sync import DirectoryUnavailable, sync_ldap
 
 logger = logging.getLogger(__name__)
 

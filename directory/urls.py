@@ -3,7 +3,7 @@ addresses (and names), which must stay un-namespaced ("login", "logout"); the re
 
 from django.urls import include, path
 
-from . import views
+from directory import views
 
 directory_patterns = [
     path("oidc/authenticate/", views.OIDCSignInView.as_view(), name="oidc-sign-in"),

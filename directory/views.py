@@ -13,12 +13,11 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from directory import groups
+from directory.forms import DIRECTORY_UNAVAILABLE, LINK_REFUSED, LINK_REFUSED_MESSAGE, GroupMappingForm, SignInForm
+from directory.models import GroupMapping
+from directory.oidc.auth import ProviderUnavailable, oidc_conf, oidc_setting, provider_logout_url
 from tenants import access
-
-from . import groups
-from .forms import DIRECTORY_UNAVAILABLE, LINK_REFUSED, LINK_REFUSED_MESSAGE, GroupMappingForm, SignInForm
-from .models import GroupMapping
-from .oidc_auth import ProviderUnavailable, oidc_conf, oidc_setting, provider_logout_url
 
 
 class SignInView(LoginView):

@@ -1,8 +1,8 @@
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
-from . import agent_tokens
-from .models import GPU, Cluster, Node, NodeEvent
+from fleet.agents import tokens as agent_tokens
+from fleet.models import GPU, Cluster, Node, NodeEvent
 
 
 @admin.register(Cluster)

@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
 
-from gpuportal import pagecache
+from gpuportal.storage import pagecache
 
 
 class FleetConfig(AppConfig):
@@ -15,8 +15,7 @@ class FleetConfig(AppConfig):
         # Models can be imported only once the app registry is ready, so not at the top of this module.
         from audit.models import AuditAction
         from audit.registry import audit_changes
-
-        from .models import GPU, Cluster, Node
+        from fleet.models import GPU, Cluster, Node
 
         pagecache.watch(Cluster, Node, GPU)  # the dashboard's capacity summary
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from django.db.models import Count
 
-from .models import AcceleratorModel, Node
-from .vendors import DEFAULT_VENDOR, VENDORS
+from fleet.models import AcceleratorModel, Node
+from fleet.vendors import DEFAULT_VENDOR, VENDORS
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from . import occupancy
-from .models import GpuReading, Health, Node, NodeReading
+from fleet import occupancy
+from fleet.models import GpuReading, Health, Node, NodeReading
 
 SPARK_MINUTES = 30
 

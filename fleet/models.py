@@ -9,9 +9,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
+from fleet.vendors import DEFAULT_VENDOR
 from gpuportal.models import TimeStampedModel
-
-from .vendors import DEFAULT_VENDOR
 
 
 class ExecutorKind(models.TextChoices):

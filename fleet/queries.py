@@ -9,9 +9,9 @@ from django.db import models
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from . import occupancy
-from .catalogue import accelerator_models
-from .models import AdminState, Health, Node, Vendor
+from fleet import occupancy
+from fleet.catalogue import accelerator_models
+from fleet.models import AdminState, Health, Node, Vendor
 
 
 @dataclass

@@ -9,10 +9,9 @@ from django.utils.translation import gettext as _
 
 from audit import log as audit
 from audit.models import AuditAction
+from fleet import signals
+from fleet.models import AdminState, Node, NodeEvent
 from tenants import access
-
-from . import signals
-from .models import AdminState, Node, NodeEvent
 
 #: The longest reason recorded with a cordon, drain or reactivation (refused above it, never cut).
 MAX_ADMIN_REASON = 500

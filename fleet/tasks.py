@@ -8,8 +8,8 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from .models import GpuReading, NodeReading
-from .polling import poll_agents as poll
+from fleet.agents.polling import poll_agents as poll
+from fleet.models import GpuReading, NodeReading
 
 
 @shared_task

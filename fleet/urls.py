@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from fleet import views
 
 app_name = "fleet"
 urlpatterns = [

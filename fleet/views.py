@@ -9,12 +9,12 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from fleet import services
+from fleet.agents import tokens as agent_tokens
+from fleet.inventory import gpu_rows, inventory_tree, node_series
+from fleet.models import AdminState, Node
+from fleet.queries import capacity_summary, runnable_now
 from tenants import access
-
-from . import agent_tokens, services
-from .inventory import gpu_rows, inventory_tree, node_series
-from .models import AdminState, Node
-from .queries import capacity_summary, runnable_now
 
 
 @login_required

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import IdlePolicy, IdleWatch, Notification, PriorityRequest
+from governance.models import IdlePolicy, IdleWatch, Notification, PriorityRequest
 
 
 @admin.register(IdlePolicy)

@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from gpuportal import pagecache
+from gpuportal.storage import pagecache
 
 
 class GovernanceConfig(AppConfig):
@@ -10,7 +10,7 @@ class GovernanceConfig(AppConfig):
 
     def ready(self):
         # Models can be imported only once the app registry is ready, so not at the top of this module.
-        from . import receivers  # noqa: F401
-        from .models import Notification
+        from governance import receivers  # noqa: F401
+        from governance.models import Notification
 
         pagecache.watch(Notification)  # the unread count in every page's header

@@ -8,11 +8,10 @@ from django.utils.functional import lazy
 from django.utils.translation import gettext_lazy as _
 
 from fleet.catalogue import gpu_model_catalogue
+from governance import services
+from governance.models import NotificationKind, RequestKind
 from scheduling.models import TaskType
 from tenants.models import Tenant
-
-from . import services
-from .models import NotificationKind, RequestKind
 
 KIND_CHOICES = [(k.value, k.label) for k in RequestKind if k != RequestKind.ADMISSION]
 

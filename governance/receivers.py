@@ -7,12 +7,11 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from governance.models import NotificationKind
+from governance.notifications.services import notify
+from governance.services import request_admission
 from scheduling.models import FailureCategory, JobStatus
 from scheduling.signals import job_status_changed
-
-from .models import NotificationKind
-from .notifications import notify
-from .services import request_admission
 
 
 @receiver(job_status_changed)

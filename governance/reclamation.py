@@ -20,13 +20,12 @@ from django.utils.translation import gettext as _
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.models import GpuReading
+from governance.models import IdlePolicy, IdleWatch, NotificationKind
+from governance.notifications.services import notify
 from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus, WorkloadKind
 from scheduling.triggers import request_scheduling_pass
 from scheduling.workloads.queries import live_state
-
-from .models import IdlePolicy, IdleWatch, NotificationKind
-from .notifications import notify
 
 
 @dataclass(frozen=True)

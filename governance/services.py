@@ -21,16 +21,15 @@ from django.utils.translation import gettext as _
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.validation import Refusals, keyed, parse_moment, parse_whole_number, refuse
+from governance import impact as what_if
+from governance.models import ApproverScope, NotificationKind, PriorityRequest, RequestKind, RequestState
+from governance.notifications.services import notify, platform_approvers, tenant_approvers
+from gpuportal.web.validation import Refusals, keyed, parse_moment, parse_whole_number, refuse
 from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobStatus, TaskType
 from scheduling.triggers import request_scheduling_pass
 from tenants import access, quotas
 from tenants.models import Quota, Role, Tenant
-
-from . import impact as what_if
-from .models import ApproverScope, NotificationKind, PriorityRequest, RequestKind, RequestState
-from .notifications import notify, platform_approvers, tenant_approvers
 
 K = RequestKind
 #: Longest max runtime a runtime extension may ask for (30 days), and the longest burst or reservation.

@@ -2,8 +2,8 @@
 
 from celery import shared_task
 
-from .reclamation import check_idle_jobs as check
-from .services import expire_due
+from governance.reclamation import check_idle_jobs as check
+from governance.services import expire_due
 
 
 @shared_task

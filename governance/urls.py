@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from governance import views
 
 app_name = "governance"
 urlpatterns = [

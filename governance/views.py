@@ -11,15 +11,14 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.dates import day_start
+from governance import services
+from governance.forms import PreferencesForm, RequestForm
+from governance.models import Notification, NotificationPreference, RequestState
+from governance.notifications.services import preferences
+from governance.queries import impact_sections
+from gpuportal.text.dates import day_start
 from scheduling.jobs.queries import quota_usage
 from scheduling.models import Job, Reservation
-
-from . import services
-from .forms import PreferencesForm, RequestForm
-from .models import Notification, NotificationPreference, RequestState
-from .notifications import preferences
-from .queries import impact_sections
 
 
 @login_required

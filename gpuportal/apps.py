@@ -2,7 +2,7 @@ from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 from django.utils.translation import gettext_lazy as _
 
-from .db import register_sqlite_functions
+from gpuportal.storage.db import register_sqlite_functions
 
 
 class GpuPortalConfig(AppConfig):

@@ -9,20 +9,20 @@ import os
 from celery import Celery
 from celery.signals import task_prerun
 
-from gpuportal.liveness import WorkerLiveness
-from gpuportal.logs import log_tenant, log_user, request_id
+from gpuportal.observability.liveness import WorkerLiveness
+from gpuportal.observability.logs import log_tenant, log_user, request_id
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpuportal.settings")
 
 app = Celery("gpuportal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-app.steps["worker"].add(WorkerLiveness)  # manage.py liveness worker (gpuportal.liveness)
+app.steps["worker"].add(WorkerLiveness)  # manage.py liveness worker (gpuportal.observability.liveness)
 
 
 @task_prerun.connect
 def _log_context(task_id=None, task=None, **kwargs):
-    """Log lines written by a task carry its id as their request id (gpuportal.logs). A task run eagerly,
+    """Log lines written by a task carry its id as their request id (gpuportal.observability.logs). A task run eagerly,
     inside a request, keeps the request's context."""
     if task is not None and getattr(task.request, "is_eager", False):
         return

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from .models import IdempotencyRecord
+from gpuportal.models import IdempotencyRecord
 
 
 @shared_task

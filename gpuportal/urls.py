@@ -23,7 +23,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),
     # Sign-in and API tokens: the token endpoint, the token API and the token page.
-    path("api/", include("accounts.api_urls")),  # POST auth/token/, tokens/
+    path("api/", include("accounts.api.urls")),  # POST auth/token/, tokens/
     path("account/", include("accounts.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file: the Content-Security-Policy refuses inline scripts.

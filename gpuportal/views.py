@@ -30,7 +30,7 @@ def csrf_failure(request, reason: str = ""):
 
 #: Seconds a client should wait before retrying when the database connection was lost under its request.
 RETRY_AFTER_SECONDS = 2
-#: What such a client reads (the API's views answer it too: ``gpuportal.api.DatabaseUnavailable``).
+#: What such a client reads (the API's views answer it too: ``gpuportal.web.api.DatabaseUnavailable``).
 DATABASE_UNAVAILABLE = gettext_lazy("The database did not answer; try again in a few seconds (a submission sent "
                                     "again with the same Idempotency-Key is stored once).")
 
@@ -38,7 +38,7 @@ DATABASE_UNAVAILABLE = gettext_lazy("The database did not answer; try again in a
 def _database_unavailable(request) -> HttpResponse:
     """503 with Retry-After: the database connection broke under the request (a failover, a restart), wherever
     it broke — in a view, a middleware or a commit. A retry soon is the answer, not a 500 (the API's own views
-    answer the same through ``gpuportal.api.exception_handler``)."""
+    answer the same through ``gpuportal.web.api.exception_handler``)."""
     if request.path.startswith("/api/"):
         response = JsonResponse({"detail": str(DATABASE_UNAVAILABLE)}, status=503)
     else:

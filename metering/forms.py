@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.validation import calendar_month
+from gpuportal.web.validation import calendar_month
 from metering.acceptance import checklist as acceptance
 from metering.improvements import services as improvements
 from metering.improvements.queries import edited_value, shown_value, stored_value

@@ -20,9 +20,9 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from fleet.models import GPU, Cluster, Node
-from gpuportal.db import percentile
 from gpuportal.models import OperationalCounter
-from gpuportal.telemetry import label_text
+from gpuportal.observability.telemetry import label_text
+from gpuportal.storage.db import percentile
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
 from scheduling.passes.fragmentation import fragmentation_now
 from tenants.models import Quota

@@ -7,7 +7,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
-from gpuportal.dates import local_day
+from gpuportal.text.dates import local_day
 from metering.reports import monthly as reports
 from metering.usage.rollup import rollup
 from tenants.models import Tenant

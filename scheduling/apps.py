@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
 
-from gpuportal import pagecache
+from gpuportal.storage import pagecache
 
 
 class SchedulingConfig(AppConfig):

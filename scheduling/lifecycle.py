@@ -13,7 +13,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from fleet.models import Node
-from gpuportal import pagecache, phrases
+from gpuportal.storage import pagecache
+from gpuportal.text import phrases
 from scheduling.models import (
     ACTIVE_STATUSES,
     INFRASTRUCTURE_FAILURES,

@@ -14,8 +14,8 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from fleet.models import GPU, Cluster
-from gpuportal import phrases
 from gpuportal.models import TimeStampedModel
+from gpuportal.text import phrases
 from scheduling.engine import WaitReason as EngineWaitReason
 from scheduling.engine import render_reason
 from tenants.models import Project, Tenant
@@ -553,7 +553,7 @@ class JobEvent(models.Model):
     @property
     def reason_text(self) -> str:
         """The reason in the reader's language: a wait reason from its code and numbers, a stored phrase from
-        its message id (``gpuportal.phrases``); other text as it was stored."""
+        its message id (``gpuportal.text.phrases``); other text as it was stored."""
         if self.kind == self.Kind.WAIT_REASON and self.data.get("code") and "params" in self.data:
             try:
                 return render_reason(self.data["code"], self.data["params"], translate=gettext)

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from fleet.models import Cluster, ExecutorKind
-from gpuportal import telemetry
+from gpuportal.observability import telemetry
 from scheduling import lifecycle
 from scheduling.executors import ExecutorUpdate, executor_for
 from scheduling.executors.kubernetes.sync import ClusterSync, resync_all

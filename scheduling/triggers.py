@@ -18,7 +18,7 @@ import kombu.exceptions
 from celery import current_app
 from django.db import transaction
 
-from gpuportal import telemetry
+from gpuportal.observability import telemetry
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The tenant a log line belongs to (``gpuportal.logs``): the tenants the signed-in user is a member of.
+"""The tenant a log line belongs to (``gpuportal.observability.logs``): the tenants the signed-in user is a member of.
 
 Looked up once a minute per user and process, not on every request: the request log must not add a query
 to every page (the pages' query budgets are asserted in tests), and a membership change showing in the logs
@@ -11,7 +11,7 @@ import time
 
 from django.db import DatabaseError
 
-from gpuportal.logs import log_tenant, request_logger
+from gpuportal.observability.logs import log_tenant, request_logger
 
 from .models import Membership
 

@@ -7,7 +7,7 @@ from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
 from gpuportal.models import TimeStampedModel
-from gpuportal.names import dns_label
+from gpuportal.text.names import dns_label
 
 # The roles are defined in roles.py (access and scoping read them without the models); the models that store
 # them name them here too, so ``tenants.models.Role`` is the same enumeration.
@@ -74,7 +74,7 @@ class Tenant(TimeStampedModel):
 
     def clean(self):
         """Two tenants never share a Kubernetes namespace: "ml_lab" and "ml-lab", or "Vision" and "vision",
-        map to one (``gpuportal.names.dns_label``), where each would see and touch the other's pods."""
+        map to one (``gpuportal.text.names.dns_label``), where each would see and touch the other's pods."""
         super().clean()
         label = dns_label(self.name or "")
         clash = next((t.name for t in Tenant.objects.exclude(pk=self.pk).only("name") if dns_label(t.name) == label),

@@ -271,7 +271,7 @@ def test_no_portal_module_imports_the_tasks():
               if ".management.commands." not in module and module.split(".")[0] not in ("demo", "bench")}
     assert others == set()
     assert importers_of("scheduling.triggers", graph) - {"scheduling.tasks"}, "the services ask through triggers"
-    assert imports_of("scheduling.triggers", MODULES["scheduling.triggers"]) <= {"gpuportal.telemetry"}
+    assert imports_of("scheduling.triggers", MODULES["scheduling.triggers"]) <= {"gpuportal.observability.telemetry"}
 
 
 def test_the_trigger_names_tasks_that_exist():

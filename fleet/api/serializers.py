@@ -7,9 +7,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
-from gpuportal.api import RequestSerializer, text_field
-
-from ..networks import address_problem, agent_networks, resolve
+from fleet.agents.networks import address_problem, agent_networks, resolve
+from gpuportal.web.api import RequestSerializer, text_field
 
 
 class GPUSerializer(serializers.Serializer):

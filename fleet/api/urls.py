@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from .views import AgentRegistrationView, NodeViewSet
+from fleet.api.views import AgentRegistrationView, NodeViewSet
 
 router = DefaultRouter()
 router.register("nodes", NodeViewSet, basename="node")

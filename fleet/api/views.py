@@ -9,11 +9,10 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpuportal.validation import text_problem
-
-from .. import agent_tokens
-from ..models import Node, NodeEvent
-from .serializers import AgentRegistrationSerializer, NodeSerializer, agent_url_problem
+from fleet.agents import tokens as agent_tokens
+from fleet.api.serializers import AgentRegistrationSerializer, NodeSerializer, agent_url_problem
+from fleet.models import Node, NodeEvent
+from gpuportal.web.validation import text_problem
 
 LABEL_FIELDS = {"datacenter": "datacenter", "rack": "rack", "network": "network_domain",
                 "network_domain": "network_domain"}
@@ -30,7 +29,7 @@ class AgentRegistrationView(APIView):
 
     authentication_classes = []
     permission_classes = [AllowAny]
-    #: For the schema (gpuportal.schema): the node's token is checked before the body.
+    #: For the schema (gpuportal.web.schema): the node's token is checked before the body.
     error_statuses = ("401",)
     error_descriptions = {
         "400": "The body does not match the schema, or the URL is one the portal may not poll (outside the agent "

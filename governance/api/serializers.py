@@ -3,17 +3,16 @@ from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.api import RequestSerializer, choose_from, text_field, whole_number_field
-from scheduling.models import TaskType
-
-from ..models import Notification, PriorityRequest, RequestKind
-from ..services import (
+from governance.models import Notification, PriorityRequest, RequestKind
+from governance.services import (
     MAX_COMMENT,
     MAX_EXTENDED_RUNTIME_MINUTES,
     MAX_JUSTIFICATION,
     MAX_QUOTA_GPUS,
     MIN_JUSTIFICATION,
 )
+from gpuportal.web.api import RequestSerializer, choose_from, text_field, whole_number_field
+from scheduling.models import TaskType
 
 
 class PriorityRequestSerializer(serializers.ModelSerializer):

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from .views import NotificationList, PriorityRequestViewSet
+from governance.api.views import NotificationList, PriorityRequestViewSet
 
 router = DefaultRouter()
 router.register("priority-requests", PriorityRequestViewSet, basename="priority-request")

@@ -4,12 +4,8 @@ from rest_framework import generics, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from gpuportal.api import IDEMPOTENCY_KEY
-from gpuportal.idempotency import idempotent
-
-from .. import services
-from ..models import Notification
-from .serializers import (
+from governance import services
+from governance.api.serializers import (
     PRIORITY_REQUEST_BODY,
     DecisionSerializer,
     MarkedReadSerializer,
@@ -17,6 +13,9 @@ from .serializers import (
     PriorityRequestSerializer,
     request_body,
 )
+from governance.models import Notification
+from gpuportal.web.api import IDEMPOTENCY_KEY
+from gpuportal.web.idempotency import idempotent
 
 REQUEST_EXAMPLES = [
     OpenApiExample("A higher priority for a job", request_only=True, value={

@@ -20,15 +20,15 @@ def rest_framework(throttle_rates: dict[str, str]) -> dict:
         "DEFAULT_THROTTLE_CLASSES": ["accounts.throttles.AnonThrottle", "accounts.throttles.UserThrottle"],
         "DEFAULT_THROTTLE_RATES": throttle_rates,
         "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-        "DEFAULT_PAGINATION_CLASS": "gpuportal.api.StandardPagination",
+        "DEFAULT_PAGINATION_CLASS": "gpuportal.web.api.StandardPagination",
         "PAGE_SIZE": 50,
-        "DEFAULT_FILTER_BACKENDS": ["gpuportal.validation.ContractFilterBackend"],
+        "DEFAULT_FILTER_BACKENDS": ["gpuportal.web.validation.ContractFilterBackend"],
         # The API as a contract. Bodies are one JSON object (anything else is a 400 or a 415); the schema
         # lists every error an operation answers; errors are field maps (400, 409, 422) or {"detail"}.
-        "DEFAULT_PARSER_CLASSES": ["gpuportal.validation.JSONObjectParser"],
+        "DEFAULT_PARSER_CLASSES": ["gpuportal.web.validation.JSONObjectParser"],
         "TEST_REQUEST_DEFAULT_FORMAT": "json",
-        "DEFAULT_SCHEMA_CLASS": "gpuportal.schema.ContractSchema",
-        "EXCEPTION_HANDLER": "gpuportal.api.exception_handler",
+        "DEFAULT_SCHEMA_CLASS": "gpuportal.web.schema.ContractSchema",
+        "EXCEPTION_HANDLER": "gpuportal.web.api.exception_handler",
     }
 
 
@@ -43,7 +43,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Request bodies get their own components: read-only fields are not asked for, write limits are shown.
     "COMPONENT_SPLIT_REQUEST": True,
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "gpuportal.schema.add_links"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "gpuportal.web.schema.add_links"],
     "ENUM_NAME_OVERRIDES": {"TopologyEnum": "scheduling.models.Topology",
                             "JobStatusEnum": "scheduling.models.JobStatus",
                             "WorkloadKindEnum": "scheduling.models.WorkloadKind"},
@@ -58,5 +58,5 @@ SPECTACULAR_SETTINGS = {
     "ENABLE_DJANGO_DEPLOY_CHECK": False,
 }
 
-# How long an Idempotency-Key is remembered for a creating API call (gpuportal/idempotency.py).
+# How long an Idempotency-Key is remembered for a creating API call (gpuportal/web/idempotency.py).
 IDEMPOTENCY_TTL_HOURS = env_float("GPUPORTAL_IDEMPOTENCY_TTL_HOURS", 24)

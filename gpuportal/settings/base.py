@@ -35,10 +35,10 @@ PORTAL_APPS = [
 ]
 
 MIDDLEWARE = [
-    "gpuportal.health.HealthCheckMiddleware",  # /healthz, /readyz: before host checks and redirects
-    "gpuportal.logs.RequestLogMiddleware",  # a request id and one log line per request
+    "gpuportal.observability.health.HealthCheckMiddleware",  # /healthz, /readyz: before host checks and redirects
+    "gpuportal.observability.logs.RequestLogMiddleware",  # a request id and one log line per request
     "django.middleware.security.SecurityMiddleware",
-    "gpuportal.csp.ContentSecurityPolicyMiddleware",  # the Content-Security-Policy header (security.py)
+    "gpuportal.web.csp.ContentSecurityPolicyMiddleware",  # the Content-Security-Policy header (security.py)
     # On the workload origin only the workloads' own URLs answer and the portal's cookies are dropped before
     # anything reads them (scheduling/workloads/origin.py): so before whitenoise and the session middleware.
     "scheduling.workloads.origin.WorkloadOriginMiddleware",
@@ -46,12 +46,12 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "gpuportal.validation.InputPolicyMiddleware",  # NUL in a path, query or form: 400 naming the field
+    "gpuportal.web.validation.InputPolicyMiddleware",  # NUL in a path, query or form: 400 naming the field
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "tenants.middleware.TenantLogContextMiddleware",  # the user's tenants in the log lines
-    "accounts.languages.LanguageMiddleware",  # the person's own language choice, from the session
-    "accounts.timezones.TimeZoneMiddleware",  # each person's time zone, from the session
+    "accounts.preferences.languages.LanguageMiddleware",  # the person's own language choice, from the session
+    "accounts.preferences.timezones.TimeZoneMiddleware",  # each person's time zone, from the session
     "axes.middleware.AxesMiddleware",  # turns a locked-out sign-in into accounts.lockout's 429
     "audit.log.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -71,7 +71,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
                 "tenants.context_processors.roles",
-                "governance.context_processors.notifications",
+                "governance.notifications.context_processors.notifications",
             ],
         },
     },
@@ -105,7 +105,7 @@ LOGIN_URL = "login"  # URL names: django.contrib.auth.urls at /accounts/
 LOGIN_REDIRECT_URL = "scheduling:dashboard"
 LOGOUT_REDIRECT_URL = "login"
 # The largest form body a page takes (an acceptance screenshot of 5 MB and its note), refused with a 400 before
-# it is read (gpuportal.validation); the ingress's own body limit sits above it.
+# it is read (gpuportal.web.validation); the ingress's own body limit sits above it.
 MAX_FORM_BODY_BYTES = env_int("GPUPORTAL_MAX_FORM_MB", 6) * 2**20
 
 LANGUAGE_CODE = "en"

@@ -39,7 +39,7 @@ CELERY_TASK_ANNOTATIONS = {"scheduling.tasks.watch_kubernetes": {
 # production runs `celery -A gpuportal worker -Q agents` beside the default worker (eager mode ignores it).
 CELERY_TASK_ROUTES = {"fleet.tasks.poll_agents": {"queue": "agents"}}
 # Beat touches its liveness file on every tick (manage.py liveness beat).
-CELERY_BEAT_SCHEDULER = "gpuportal.liveness:LivenessScheduler"
+CELERY_BEAT_SCHEDULER = "gpuportal.observability.liveness:LivenessScheduler"
 
 
 def _check_task_time_limits() -> None:

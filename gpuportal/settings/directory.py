@@ -49,7 +49,7 @@ if DIRECTORY["OIDC"] and not DIRECTORY["OIDC"]["CLIENT_ID"]:
 
 AUTHENTICATION_BACKENDS = [
     "accounts.lockout.LockoutBackend",  # the lockout check (security.py) comes first
-    *(["directory.ldap_auth.LDAPDirectoryBackend"] if DIRECTORY["LDAP"] else []),
-    *(["directory.oidc_auth.OIDCDirectoryBackend"] if DIRECTORY["OIDC"] else []),
+    *(["directory.ldap.auth.LDAPDirectoryBackend"] if DIRECTORY["LDAP"] else []),
+    *(["directory.oidc.auth.OIDCDirectoryBackend"] if DIRECTORY["OIDC"] else []),
     "django.contrib.auth.backends.ModelBackend" if DIRECTORY["LOCAL_LOGIN"] else "directory.local.BreakGlassBackend",
 ]

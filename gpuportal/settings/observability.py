@@ -4,14 +4,14 @@ from gpuportal.settings.environment import env_list, env_str
 
 
 def logging_config(log_format: str) -> dict:
-    """JSON lines on stdout (``json``), each with the request id, user and tenant (gpuportal.logs), or plain text,
-    where runserver already prints one line per request. Each profile chooses the format (``GPUPORTAL_LOG_FORMAT``
-    overrides it)."""
+    """JSON lines on stdout (``json``), each with the request id, user and tenant (gpuportal.observability.logs), or
+    plain text, where runserver already prints one line per request. Each profile chooses the format
+    (``GPUPORTAL_LOG_FORMAT`` overrides it)."""
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"context": {"()": "gpuportal.logs.ContextFilter"}},
-        "formatters": {"json": {"()": "gpuportal.logs.JsonFormatter"}},
+        "filters": {"context": {"()": "gpuportal.observability.logs.ContextFilter"}},
+        "formatters": {"json": {"()": "gpuportal.observability.logs.JsonFormatter"}},
         "handlers": {"console": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout",
                                  "filters": ["context"], **({"formatter": "json"} if log_format == "json" else {})}},
         "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},

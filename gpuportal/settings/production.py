@@ -33,7 +33,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
-# JSON lines on stdout, each with the request id, user and tenant (gpuportal.logs), for the site's log collector.
+# JSON lines on stdout, each with the request id, user and tenant (gpuportal.observability.logs), for the site's
+# log collector.
 LOG_FORMAT = env_str("GPUPORTAL_LOG_FORMAT", "json")
 LOGGING = logging_config(LOG_FORMAT)
 # Celery keeps the logging configured above instead of installing its own text handler only for JSON logs.

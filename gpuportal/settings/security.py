@@ -20,9 +20,9 @@ AUTH_PASSWORD_VALIDATORS = [
 AXES_FAILURE_LIMIT = env_int("GPUPORTAL_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_float("GPUPORTAL_LOGIN_LOCKOUT_MINUTES", 15) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-# The address of that pair by the trusted-proxy rule (gpuportal.clients), not the proxy's own address: behind
+# The address of that pair by the trusted-proxy rule (gpuportal.web.clients), not the proxy's own address: behind
 # an ingress, five bad passwords from anywhere would otherwise lock the account for everyone.
-AXES_CLIENT_IP_CALLABLE = "gpuportal.clients.request_address"
+AXES_CLIENT_IP_CALLABLE = "gpuportal.web.clients.request_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
 AXES_VERBOSE = False
@@ -42,7 +42,7 @@ TRUSTED_PROXIES = env_networks("GPUPORTAL_TRUSTED_PROXIES")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
-# Content-Security-Policy, sent in every profile (gpuportal.csp.ContentSecurityPolicyMiddleware): scripts only
+# Content-Security-Policy, sent in every profile (gpuportal.web.csp.ContentSecurityPolicyMiddleware): scripts only
 # from the site's own files (charts read their figures from <script type="application/json"> blocks, which
 # are never executed); styles may be inline because plotly.js and Swagger UI set them.
 CONTENT_SECURITY_POLICY = {

@@ -3,7 +3,7 @@
 from django import template
 from django.utils.html import format_html
 
-from gpuportal.formatting import duration_text, figure_text, relative_time
+from gpuportal.text.formatting import duration_text, figure_text, relative_time
 
 register = template.Library()
 
@@ -51,17 +51,17 @@ def job_status(job):
 
 @register.filter
 def relative(moment):
-    """A moment as "in 2 h 5 min" / "12 min ago" (gpuportal.formatting)."""
+    """A moment as "in 2 h 5 min" / "12 min ago" (gpuportal.text.formatting)."""
     return relative_time(moment)
 
 
 @register.filter
 def duration(seconds):
-    """Seconds as "6 h 0 min" (gpuportal.formatting)."""
+    """Seconds as "6 h 0 min" (gpuportal.text.formatting)."""
     return duration_text(seconds) if isinstance(seconds, int | float) else "—"
 
 
 @register.filter
 def figure(value):
-    """A figure with its thousands grouped ("12,345.6"), a dash for none (gpuportal.formatting)."""
+    """A figure with its thousands grouped ("12,345.6"), a dash for none (gpuportal.text.formatting)."""
     return figure_text(value)

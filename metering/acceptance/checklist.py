@@ -65,8 +65,8 @@ from audit import log as audit
 from audit.models import AuditAction, AuditRecord
 from fleet.catalogue import gpu_model_catalogue
 from fleet.models import Node, NodeEvent
-from gpuportal.dates import local_day, month_start
-from gpuportal.formatting import list_text
+from gpuportal.text.dates import local_day, month_start
+from gpuportal.text.formatting import list_text
 from metering.acceptance.contract import ChecklistRow, Evidence, Note
 from metering.models import (
     AcceptanceArea,

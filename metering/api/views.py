@@ -10,8 +10,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.api import DecimalText, RequestSerializer, choose_from, text_field
-from gpuportal.validation import calendar_month
+from gpuportal.web.api import DecimalText, RequestSerializer, choose_from, text_field
+from gpuportal.web.validation import calendar_month
 from metering import permissions as services
 from metering.models import GpuPrice
 from metering.reports import monthly as reports
@@ -99,7 +99,7 @@ class MonthlyReportView(APIView):
 class GpuPriceView(APIView):
     """Prices per GPU-hour with their history; platform admins add a price from a day on."""
 
-    #: For the schema (gpuportal.schema): two identical prices at the same moment, one of them 409.
+    #: For the schema (gpuportal.web.schema): two identical prices at the same moment, one of them 409.
     error_statuses = ("409",)
 
     @extend_schema(responses={200: GpuPriceSerializer(many=True)})

@@ -17,8 +17,8 @@ from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 
-from gpuportal.dates import day_start, local_day, month_start
-from gpuportal.formatting import figure_text
+from gpuportal.text.dates import day_start, local_day, month_start
+from gpuportal.text.formatting import figure_text
 from metering.models import (
     CapacityAction,
     ImprovementAction,

@@ -21,8 +21,8 @@ from django.utils.translation import gettext as _
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.dates import month_start
-from gpuportal.validation import Refusals, refuse, text_problem
+from gpuportal.text.dates import month_start
+from gpuportal.web.validation import Refusals, refuse, text_problem
 from metering.improvements.queries import (
     CAPACITY_METRICS,
     PLATFORM_ONLY_METRICS,

@@ -28,8 +28,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.dates import local_day, month_start, next_month
-from gpuportal.db import PercentileCont
+from gpuportal.storage.db import PercentileCont
+from gpuportal.text.dates import local_day, month_start, next_month
 from metering.models import CapacityAction, CapacityDaily
 from metering.reports import monthly as reports
 from metering.reports.contract import Advice, Backtest, CapacityPlan, ModelPlan

@@ -137,7 +137,7 @@ class AdviceFigures(TypedDict):
 class Advice(TypedDict):
     """One piece of capacity advice per GPU model. ``action`` is a ``CapacityAction`` value ("add", "spread",
     "lend_or_move", "keep"); ``evidence`` says why in a sentence. Stored in English with the sentence's
-    ``phrase`` (``gpuportal.phrases``) so a frozen report is read in each reader's language; ``in_reader_language``
+    ``phrase`` (``gpuportal.text.phrases``) so a frozen report is read in each reader's language; ``in_reader_language``
     drops the phrase and translates the evidence before the report is shown or served."""
 
     gpu_model: str

@@ -22,12 +22,12 @@ from django.utils.translation import gettext_noop
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal import phrases
-from gpuportal.dates import day_start, local_day, month_start, next_month
-from gpuportal.db import percentile
-from gpuportal.formatting import figure_text
-from gpuportal.phrases import Phrase
-from gpuportal.validation import calendar_month
+from gpuportal.storage.db import percentile
+from gpuportal.text import phrases
+from gpuportal.text.dates import day_start, local_day, month_start, next_month
+from gpuportal.text.formatting import figure_text
+from gpuportal.text.phrases import Phrase
+from gpuportal.web.validation import calendar_month
 from metering.models import CapacityAction, CapacityDaily, JobFact, MonthlyReport, UsageDaily, UsageMonthly
 from metering.reports.contract import Advice, MonthlyReportData, QuotaUse, TopUserRow, UsageRow, WaitRow
 from metering.usage.rollup import rollup

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from gpuportal.exports import csv_text
+from gpuportal.text.exports import csv_text
 from metering.models import CapacityAction
 from metering.reports.contract import Advice, MonthlyReportData
 

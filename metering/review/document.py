@@ -22,8 +22,8 @@ from django.conf import settings
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from gpuportal.dates import month_start
-from gpuportal.formatting import list_text
+from gpuportal.text.dates import month_start
+from gpuportal.text.formatting import list_text
 from metering.models import CapacityDaily, MonthlyReport
 from metering.reports import monthly as reports
 from metering.reports.contract import MonthlyReportData

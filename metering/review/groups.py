@@ -19,8 +19,8 @@ from django.utils.translation import ngettext, pgettext
 
 from fleet.catalogue import gpu_model_catalogue
 from fleet.models import Vendor
-from gpuportal.dates import day_start, next_month
-from gpuportal.db import PercentileCont
+from gpuportal.storage.db import PercentileCont
+from gpuportal.text.dates import day_start, next_month
 from metering.models import JobFact
 from metering.reports.contract import JobOutcomes, ModelCapacity, QuotaUse, WaitRow
 from metering.reports.monthly import LEND_WHEN_IDLE_SHARE, resource_failure_share

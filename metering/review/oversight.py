@@ -18,8 +18,8 @@ from django.utils.translation import ngettext, pgettext
 
 from audit.log import verify
 from audit.models import AuditAction, AuditRecord
-from gpuportal.dates import day_start, next_month
-from gpuportal.formatting import list_text
+from gpuportal.text.dates import day_start, next_month
+from gpuportal.text.formatting import list_text
 from metering.acceptance.checklist import Status, checklist
 from metering.improvements.queries import ActionRow, actions_for_review
 from metering.models import CapacityAction

@@ -15,8 +15,8 @@ from datetime import date, datetime, timedelta
 
 from django.utils.translation import gettext as _
 
-from gpuportal.dates import local_day, next_month
-from gpuportal.formatting import figure_text
+from gpuportal.text.dates import local_day, next_month
+from gpuportal.text.formatting import figure_text
 from metering.reports.contract import MonthlyReportData
 from metering.review.contract import Cell, Chart, ChartKind, Figure, Number, Section, Series, Table
 from tenants.models import Tenant

@@ -11,7 +11,7 @@ from django import template
 from django.utils.formats import localize
 from django.utils.safestring import mark_safe
 
-from gpuportal.formatting import figure_text
+from gpuportal.text.formatting import figure_text
 
 register = template.Library()
 

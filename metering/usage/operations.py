@@ -17,8 +17,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from fleet.models import NodeEvent
-from gpuportal.dates import day_start, local_day
-from gpuportal.db import percentile
+from gpuportal.storage.db import percentile
+from gpuportal.text.dates import day_start, local_day
 from metering.models import CapacityDaily, JobFact, UsageDaily
 from metering.reports.monthly import _capacity, recommendations
 from metering.reports.presentation import Section, advice_section, bars, lines_by

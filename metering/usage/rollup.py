@@ -34,8 +34,8 @@ from django.utils.translation import gettext as _
 
 from fleet.catalogue import gpu_model_catalogue
 from fleet.models import GpuReading, NodeReading
-from gpuportal.dates import day_start, local_day, month_start, next_month
-from gpuportal.db import bulk_insert
+from gpuportal.storage.db import bulk_insert
+from gpuportal.text.dates import day_start, local_day, month_start, next_month
 from metering.models import CapacityDaily, GpuPrice, JobFact, UsageDaily, UsageMonthly
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
 

@@ -12,7 +12,7 @@ from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpuportal.validation import whole_number
+from gpuportal.web.validation import whole_number
 from scheduling.executors import read_job_log
 from scheduling.executors.logs import DEFAULT_TAIL, MAX_TAIL
 from scheduling.models import Job

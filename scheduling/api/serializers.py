@@ -3,8 +3,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.api import RequestSerializer, choose_from, number_field, text_field, whole_number_field
-from gpuportal.serializers import CompiledRepresentationMixin
+from gpuportal.web.api import RequestSerializer, choose_from, number_field, text_field, whole_number_field
+from gpuportal.web.serializers import CompiledRepresentationMixin
 from scheduling.engine.reasons import WaitReason
 from scheduling.jobs import progress
 from scheduling.jobs.limits import CANCEL_REASON_MAX, MAX_ID

@@ -15,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpuportal.api import text_field
+from gpuportal.web.api import text_field
 from scheduling.api.serializers import JobDetailSerializer, JobSerializer, JobSubmitFields, _submit_field
 from scheduling.api.views import job_queryset
 from scheduling.jobs import cloning, submission

@@ -6,9 +6,9 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotAuthenticated, PermissionDenied
 from rest_framework.response import Response
 
-from gpuportal import pagecache
-from gpuportal.api import IDEMPOTENCY_KEY
-from gpuportal.idempotency import idempotent
+from gpuportal.storage import pagecache
+from gpuportal.web.api import IDEMPOTENCY_KEY
+from gpuportal.web.idempotency import idempotent
 from scheduling.api.serializers import (
     CancelSerializer,
     FairShareSerializer,
@@ -55,7 +55,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @property
     def error_statuses(self) -> tuple[str, ...]:
-        """Hold and release answer 409 when the job left the waiting states meanwhile (gpuportal.conflicts)."""
+        """Hold and release answer 409 when the job left the waiting states meanwhile (gpuportal.web.conflicts)."""
         return ("409",) if self.action in ("hold", "release", "clear_avoidance") else ()
 
     def get_queryset(self):
@@ -171,7 +171,7 @@ class JobReportView(generics.GenericAPIView):
     authentication_classes: list = []
     permission_classes: list = []
     serializer_class = JobReportSerializer
-    #: Statuses the schema lists beyond the defaults (gpuportal.schema): no token, a token that is not the job's.
+    #: Statuses the schema lists beyond the defaults (gpuportal.web.schema): no token, a token that is not the job's.
     error_statuses = ("401", "403")
     error_descriptions = {"401": "No Authorization header: send the job's token.",
                           "403": "Not the token of this job's running attempt (or the job has ended)."}

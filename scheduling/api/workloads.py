@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpuportal.api import text_field, whole_number_field
+from gpuportal.web.api import text_field, whole_number_field
 from scheduling.jobs.submission import FIELDS, MAX_REPLICAS
 from scheduling.models import JobGroup
 from scheduling.workloads import services as workloads

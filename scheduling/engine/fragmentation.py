@@ -20,7 +20,7 @@ lies between 0 and the node's free GPU capacity. A cluster's fragmentation is th
 unallocated GPUs that are *not* fragmented are capacity a typical task could still use. Fragmentation
 Gradient Descent (FGD) places each task where ``F`` grows least.
 
-Worked examples (tests/scheduling/test_fragmentation.py): 8 whole free GPUs under a workload of 8-GPU tasks:
+Worked examples (tests/scheduling/engine/test_fragmentation.py): 8 whole free GPUs under a workload of 8-GPU tasks:
 0. Half of one GPU free under whole-GPU tasks: 0.5. Half of one GPU free under a 50/50 mix of 1-GPU and
 0.3-GPU tasks: 0.5 x 0.5 + 0.5 x 0 = 0.25.
 

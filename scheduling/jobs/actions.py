@@ -17,8 +17,8 @@ from django.utils.translation import gettext_noop
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.models import Node
-from gpuportal.conflicts import StateConflict
-from gpuportal.phrases import Phrase
+from gpuportal.text.phrases import Phrase
+from gpuportal.web.conflicts import StateConflict
 from scheduling import lifecycle
 from scheduling.executors import executor_for
 from scheduling.lifecycle import note

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from gpuportal.validation import Refusals, keyed, parse_whole_number, refuse
+from gpuportal.web.validation import Refusals, keyed, parse_whole_number, refuse
 from scheduling.models import FailureCategory, Job, JobArtifact, JobCheckpoint
 
 #: What one report may carry: its artifacts, and the texts as long as the columns that keep them (the API's

@@ -30,8 +30,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
 from fleet.catalogue import GpuModelCapacity, gpu_model_catalogue
-from gpuportal.phrases import Phrase
-from gpuportal.validation import Refusals, keyed, parse_whole_number, refuse
+from gpuportal.text.phrases import Phrase
+from gpuportal.web.validation import Refusals, keyed, parse_whole_number, refuse
 from scheduling import lifecycle
 from scheduling.jobs.limits import MAX_ARRAY_TASKS, MAX_ID, MAX_REPLICAS
 from scheduling.models import Job, JobGroup, JobStatus, JobTemplateVersion, TaskType, Topology, WorkloadKind, label_of

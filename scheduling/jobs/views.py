@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from fleet.inventory import gpu_series
 from fleet.models import Cluster
 from fleet.queries import capacity_summary
-from gpuportal import pagecache
+from gpuportal.storage import pagecache
 from scheduling.executors import read_job_log
 from scheduling.executors.logs import DEFAULT_TAIL
 from scheduling.jobs import actions as job_actions

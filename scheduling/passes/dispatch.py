@@ -20,9 +20,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from gpuportal import telemetry
-from gpuportal.db import bulk_set
-from gpuportal.phrases import Phrase
+from gpuportal.observability import telemetry
+from gpuportal.storage.db import bulk_set
+from gpuportal.text.phrases import Phrase
 from scheduling import lifecycle
 from scheduling.executors import executor_for
 from scheduling.models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobStatus

@@ -28,7 +28,7 @@ from django.utils.translation import gettext as _
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.models import Cluster, ExecutorKind
-from gpuportal import telemetry
+from gpuportal.observability import telemetry
 from scheduling import lifecycle
 from scheduling.executors import KubernetesExecutor
 from scheduling.executors.kubernetes import manifests

@@ -26,9 +26,10 @@ from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
-from gpuportal import pagecache, telemetry
-from gpuportal.db import bulk_insert, bulk_set
-from gpuportal.phrases import Phrase
+from gpuportal.observability import telemetry
+from gpuportal.storage import pagecache
+from gpuportal.storage.db import bulk_insert, bulk_set
+from gpuportal.text.phrases import Phrase
 from scheduling import engine, lifecycle
 from scheduling.executors import executor_for
 from scheduling.models import (

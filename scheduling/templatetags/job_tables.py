@@ -15,8 +15,8 @@ from django.utils.safestring import mark_safe
 from django.utils.timezone import template_localtime
 from django.utils.translation import gettext, gettext_noop
 
-from gpuportal.formatting import relative_time
 from gpuportal.templatetags.portal import job_status
+from gpuportal.text.formatting import relative_time
 from scheduling.models import FailureCategory, label_of
 
 register = template.Library()

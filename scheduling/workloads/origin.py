@@ -33,7 +33,7 @@ from django.contrib.sessions.models import Session
 from django.core import signing
 from django.utils import timezone
 
-from gpuportal.paths import portal_path
+from gpuportal.web.paths import portal_path
 
 NOTEBOOK, SERVICE = "notebook", "service"
 COOKIE_NAME = "gpuportal_workload"

@@ -19,8 +19,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from gpuportal.phrases import Phrase
-from gpuportal.validation import keyed, parse_whole_number
+from gpuportal.text.phrases import Phrase
+from gpuportal.web.validation import keyed, parse_whole_number
 from scheduling.executors import executor_for
 from scheduling.jobs import actions as job_actions
 from scheduling.jobs import submission

@@ -1,5 +1,5 @@
 """Behind the site's reverse proxy every request arrives from the proxy's address: the sign-in lockout and the
-API throttles count per client address by the trusted-proxy rule (``gpuportal.clients``), so an attacker cannot
+API throttles count per client address by the trusted-proxy rule (``gpuportal.web.clients``), so an attacker cannot
 lock the real user out from elsewhere, nor skip a throttle by writing X-Forwarded-For themselves."""
 
 import ipaddress

@@ -6,7 +6,8 @@ from django.db import DatabaseError, connection, transaction
 
 from audit import log
 from audit.models import AuditAction, AuditRecord
-from fleet import agent_tokens, services
+from fleet import services
+from fleet.agents import tokens as agent_tokens
 from fleet.models import Node
 from scheduling.jobs import actions as job_actions
 from scheduling.jobs import submission
@@ -74,7 +75,7 @@ def test_each_governance_action_writes_exactly_one_record(users, fresh):
 
 def test_preemption_is_audited(users):
     from scheduling.models import JobStatus
-    from tests.scheduling.test_scheduling_pass import fill_h100_with_research
+    from tests.scheduling.passes.test_scheduling_pass import fill_h100_with_research
 
     fill_h100_with_research(users)  # vision borrows all H100; nlp reclaims its guarantee
     submission.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpu_model="H100",

@@ -6,7 +6,7 @@ import pytest
 
 from audit.models import AuditAction, AuditRecord
 from fleet.models import Node
-from gpuportal.clients import client_address
+from gpuportal.web.clients import client_address
 
 PROXIES = [ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("fd00::/8")]
 

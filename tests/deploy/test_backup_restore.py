@@ -14,7 +14,7 @@ from django.db import connection
 from audit.models import AuditRecord
 from fleet import services as fleet_services
 from fleet.models import Node
-from gpuportal.db import database_url
+from gpuportal.storage.db import database_url
 from scheduling.jobs import submission
 from scheduling.models import Job
 from tests.conftest import job_payload

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from .test_dockerfiles import REPO, command_problems
+from tests.deploy.test_dockerfiles import REPO, command_problems
 
 KUSTOMIZE = REPO / "deploy" / "kustomize"
 SYSTEMD = REPO / "deploy" / "systemd"

@@ -23,7 +23,7 @@ import yaml
 from django.utils import timezone
 
 from fleet.models import GPU, Cluster
-from gpuportal import telemetry
+from gpuportal.observability import telemetry
 from metering.metrics import EXPORTED_NAME, METRICS, family_of
 from nodeagent import metrics as agent_metrics
 from nodeagent.agent import Agent

@@ -34,10 +34,9 @@ from scheduling.models import Job, JobStatus
 from scheduling.passes.reconcile import reconcile
 from tenants.models import Quota
 from tests.conftest import job_payload
+from tests.deploy.test_dockerfiles import REPO
+from tests.deploy.test_manifests import KUBECTL, _clean_env
 from tests.scheduling.kube import MODEL, served_cluster
-
-from .test_dockerfiles import REPO
-from .test_manifests import KUBECTL, _clean_env
 
 EXECUTOR_PACKAGE = REPO / "scheduling" / "executors" / "kubernetes"
 BASE = REPO / "deploy" / "kustomize" / "base"

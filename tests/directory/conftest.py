@@ -3,12 +3,12 @@ the settings that point the portal at them."""
 
 import pytest
 
-from directory.oidc_auth import forget_discovery
+from directory.oidc.auth import forget_discovery
 from tests.directory.servers import OIDCProvider, Slapd
 
-LDAP_BACKENDS = ["accounts.lockout.LockoutBackend", "directory.ldap_auth.LDAPDirectoryBackend",
+LDAP_BACKENDS = ["accounts.lockout.LockoutBackend", "directory.ldap.auth.LDAPDirectoryBackend",
                  "django.contrib.auth.backends.ModelBackend"]
-OIDC_BACKENDS = ["accounts.lockout.LockoutBackend", "directory.oidc_auth.OIDCDirectoryBackend",
+OIDC_BACKENDS = ["accounts.lockout.LockoutBackend", "directory.oidc.auth.OIDCDirectoryBackend",
                  "django.contrib.auth.backends.ModelBackend"]
 
 

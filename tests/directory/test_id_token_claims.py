@@ -7,7 +7,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from directory.oidc_auth import decode_id_token
+from directory.oidc.auth import decode_id_token
 
 ISSUER, CLIENT = "https://id.example.org/realms/lab", "gpuportal"
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)

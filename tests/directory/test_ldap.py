@@ -226,8 +226,8 @@ def test_the_settings_block_reads_the_interface_variables(ldap_sign_in, tmp_path
                             check=True)
     loaded = json.loads(answer.stdout)
     assert loaded["backends"] == [
-        "accounts.lockout.LockoutBackend", "directory.ldap_auth.LDAPDirectoryBackend",
-        "directory.oidc_auth.OIDCDirectoryBackend", "django.contrib.auth.backends.ModelBackend"]
+        "accounts.lockout.LockoutBackend", "directory.ldap.auth.LDAPDirectoryBackend",
+        "directory.oidc.auth.OIDCDirectoryBackend", "django.contrib.auth.backends.ModelBackend"]
     assert loaded["directory"]["LDAP"] == ldap_sign_in.settings(CA_FILE=ldap_sign_in.ca_file, START_TLS=True,
                                                                 TIMEOUT_SECONDS=5.0)
     assert loaded["directory"]["OIDC"]["ISSUER"] == "https://id.example.org/realms/lab"

@@ -3,9 +3,8 @@ of every run that includes it (no ``-s`` needed: it goes through pytest's termin
 
 import pytest
 
+from tests.faults.faultlib import SUMMARY
 from tests.scheduling.kube import served_cluster
-
-from .faultlib import SUMMARY
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -25,9 +25,9 @@ from django.utils import timezone
 
 from bench import invariants
 from bench.invariants import LATER
-from gpuportal.db import database_url
+from gpuportal.storage.db import database_url
 
-#: Redis database of the suite's workers: not 15, which tests/scheduling/test_celery_worker.py flushes.
+#: Redis database of the suite's workers: not 15, which tests/scheduling/passes/test_celery_worker.py flushes.
 REDIS_URL = os.environ.get("GPUPORTAL_FAULTS_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 #: What each scenario injected and found, printed at the end of the run (conftest.py).

@@ -7,9 +7,9 @@ import threading
 import pytest
 from django.db import connections
 
-from fleet import agent_tokens
+from fleet.agents import tokens as agent_tokens
+from fleet.agents.polling import poll_agents
 from fleet.models import Cluster, Node
-from fleet.polling import poll_agents
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.server import serve
@@ -17,9 +17,8 @@ from scheduling.jobs import submission
 from scheduling.models import ACTIVE_STATUSES, Job
 from scheduling.tasks import run_scheduling_pass
 from tests.conftest import job_payload, long_run
+from tests.faults.faultlib import check_invariants, dripping, found, garbage, huge, record
 from tests.fleet.raw_agent import RawAgent
-
-from .faultlib import check_invariants, dripping, found, garbage, huge, record
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 PASSES = 3

@@ -10,9 +10,8 @@ from django.conf import settings
 
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload, long_run
-
-from .faultlib import Worker, celery_env, check_invariants, found, record
-from .test_broker_down import broker_down
+from tests.faults.faultlib import Worker, celery_env, check_invariants, found, record
+from tests.faults.test_broker_down import broker_down
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 

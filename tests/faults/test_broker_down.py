@@ -13,8 +13,7 @@ from gpuportal.models import OperationalCounter
 from scheduling.models import Job, JobStatus
 from scheduling.tasks import run_scheduling_pass
 from tests.conftest import job_payload, long_run
-
-from .faultlib import check_invariants, found, record
+from tests.faults.faultlib import check_invariants, found, record
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 SUBMISSIONS = 3  # each failed publish costs GPUPORTAL_BROKER_TIMEOUT (2 s): keep them few

@@ -15,8 +15,7 @@ from scheduling.passes.dispatch import dispatch_many
 from scheduling.passes.scheduler import run_pass
 from scheduling.tasks import run_scheduling_pass
 from tests.conftest import job_payload, long_run
-
-from .faultlib import check_invariants, found, record
+from tests.faults.faultlib import check_invariants, found, record
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 ROUNDS = 8  # submit-then-cancel pairs per storming user

@@ -22,8 +22,7 @@ import pytest
 from django.conf import settings
 
 from bench.chaos import MARKER, VIOLATIONS, marked_processes, stop_marked
-
-from .faultlib import record
+from tests.faults.faultlib import record
 
 pytestmark = [pytest.mark.faults, pytest.mark.celery_worker]
 SEED = 58  # its 75 s of faults include every kind (bench.chaos.fault_plan)

@@ -16,8 +16,7 @@ from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobStatus
 from scheduling.passes.scheduler import run_pass
 from scheduling.tasks import run_scheduling_pass
 from tests.conftest import job_payload, long_run
-
-from .faultlib import check_invariants, found, record
+from tests.faults.faultlib import check_invariants, found, record
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 KILLS = 3  # passes whose backend is terminated while they decide

@@ -15,9 +15,8 @@ from scheduling.jobs import submission
 from scheduling.models import ACTIVE_STATUSES, Job, JobStatus
 from scheduling.tasks import dispatch_jobs
 from tests.conftest import job_payload, long_run
+from tests.faults.faultlib import check_invariants, found, record
 from tests.scheduling.kube import MODEL
-
-from .faultlib import check_invariants, found, record
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 JOBS = 12

@@ -15,9 +15,8 @@ from celery import Celery
 from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload, long_run
-
-from . import test_worker_kill as harness
-from .faultlib import Worker, check_invariants, found, record, wait_for
+from tests.faults import test_worker_kill as harness
+from tests.faults.faultlib import Worker, check_invariants, found, record, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 #: Its own Redis database: the suite's (13) is flushed by the other scenarios.

@@ -17,9 +17,8 @@ from django.db import connection
 from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
 from tests.conftest import job_payload, long_run
+from tests.faults.faultlib import Worker, broker_client, check_invariants, found, record, wait_for
 from tests.scheduling.kube import MODEL
-
-from .faultlib import Worker, broker_client, check_invariants, found, record, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 JOBS = 20  # of 2 GPUs on 32: 16 are admitted, 4 wait

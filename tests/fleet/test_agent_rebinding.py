@@ -13,9 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleet import agent_tokens
+from fleet.agents import tokens as agent_tokens
+from fleet.agents.polling import poll_agents
 from fleet.models import Cluster, Node
-from fleet.polling import poll_agents
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.server import serve, tls_context

@@ -8,10 +8,10 @@ import psycopg
 import pytest
 from django.db import connection
 
-from fleet import agent_tokens
 from fleet import tasks as fleet_tasks
+from fleet.agents import tokens as agent_tokens
+from fleet.agents.polling import POLL_LOCK_KEY, poll_agents
 from fleet.models import Cluster, Node
-from fleet.polling import POLL_LOCK_KEY, poll_agents
 from gpuportal.celery import app
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend

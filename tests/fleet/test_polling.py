@@ -5,9 +5,10 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from fleet import agent_tokens, services
+from fleet import services
+from fleet.agents import tokens as agent_tokens
+from fleet.agents.polling import poll_agents
 from fleet.models import GPU, Cluster, Node, NodeEvent
-from fleet.polling import poll_agents
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.server import AgentHTTPServer, serve

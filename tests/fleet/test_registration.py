@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from fleet import agent_tokens
+from fleet.agents import tokens as agent_tokens
 from fleet.models import Cluster, Node
 
 

@@ -3,9 +3,9 @@ models entering the catalogue with their vendor, old agents read as NVIDIA, and 
 
 import pytest
 
-from fleet import agent_tokens
+from fleet.agents import tokens as agent_tokens
+from fleet.agents.polling import PollResult, apply_results, poll_agents
 from fleet.models import GPU, AcceleratorModel, Cluster, Node
-from fleet.polling import PollResult, apply_results, poll_agents
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.server import serve
@@ -93,7 +93,7 @@ def test_a_snapshot_without_vendor_is_an_nvidia_one(transactional_db):
 
 
 def test_garbage_vendor_fields_are_a_missed_poll(transactional_db):
-    from fleet.polling import validate_snapshot
+    from fleet.agents.polling import validate_snapshot
 
     with pytest.raises(ValueError, match="vendor must be a string"):
         validate_snapshot({"gpus": [], "vendor": 7})
@@ -114,7 +114,7 @@ def test_a_failed_npu_makes_its_gpu_unhealthy_with_the_alarm_as_the_reason(agent
 
 
 def test_simulated_cluster_nodes_read_through_their_vendors_simulation(transactional_db):
-    from fleet import polling
+    from fleet.agents import polling
 
     AcceleratorModel.objects.create(name="Ascend910B", vendor="huawei", memory_gb=64, interconnect="HCCS")
     cluster = Cluster.objects.create(name="sim-mixed")

@@ -198,7 +198,7 @@ def test_task_type_needing_approval_waits_for_the_tenant_approver(users, api, ma
 
 
 def test_priority_that_would_preempt_another_tenant_goes_to_the_platform(users, api):
-    from tests.scheduling.test_scheduling_pass import fill_h100_with_research
+    from tests.scheduling.passes.test_scheduling_pass import fill_h100_with_research
 
     Quota.objects.create(tenant=users["erin"].memberships.first().tenant, gpu_model="H100", guaranteed_gpus=0,
                          limit_gpus=8)

@@ -3,7 +3,7 @@
 import pytest
 
 from governance.models import Notification, NotificationPreference
-from governance.notifications import preferences
+from governance.notifications.services import preferences
 from scheduling import lifecycle
 from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus

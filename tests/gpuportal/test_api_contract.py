@@ -12,7 +12,7 @@ the validation, also runs the coverage phase (every field's limits and types, on
 
 One difference from Schemathesis's defaults, and why: a schema-valid request may be answered 422. The schema
 cannot say which names exist or how many GPUs the fleet's nodes have, so the portal answers 400 for what the
-schema refuses and 422, naming the field, for what its rules refuse (gpuportal/api.py).
+schema refuses and 422, naming the field, for what its rules refuse (gpuportal/web/api.py).
 """
 
 import collections

@@ -5,7 +5,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from gpuportal.db import database_url
+from gpuportal.storage.db import database_url
 from tests.conftest import job_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 from django.utils import translation
 
-from gpuportal.formatting import duration_text, figure_text, list_text, relative_time
+from gpuportal.text.formatting import duration_text, figure_text, list_text, relative_time
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -12,8 +12,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from gpuportal.liveness import liveness_file, touch
-from gpuportal.logs import ContextFilter, JsonFormatter
+from gpuportal.observability.liveness import liveness_file, touch
+from gpuportal.observability.logs import ContextFilter, JsonFormatter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

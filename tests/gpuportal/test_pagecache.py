@@ -1,4 +1,4 @@
-"""The page cache (gpuportal.pagecache) on a real Redis: a second read of the dashboard or the API job list
+"""The page cache (gpuportal.storage.pagecache) on a real Redis: a second read of the dashboard or the API job list
 costs no page queries, and any committed change a page shows (a job submitted or moving state, a quota) is
 visible on the very next read — the cache never shows figures older than the last change."""
 
@@ -14,7 +14,7 @@ from django.http import HttpResponse
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from gpuportal import pagecache
+from gpuportal.storage import pagecache
 from scheduling import lifecycle
 from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobStatus, TaskType

@@ -1,4 +1,4 @@
-"""One percentile rule: ``gpuportal.db.percentile`` in Python, ``PercentileCont`` in the database — PostgreSQL's
+"""One percentile rule: ``gpuportal.storage.db.percentile`` in Python, ``PercentileCont`` in the database — PostgreSQL's
 ``percentile_cont`` and, on the embedded demo's SQLite, the same rule registered as an aggregate."""
 
 import sqlite3
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpuportal.db import SQLITE_PERCENTILE, PercentileCont, percentile, register_sqlite_functions
+from gpuportal.storage.db import SQLITE_PERCENTILE, PercentileCont, percentile, register_sqlite_functions
 from metering.models import CapacityDaily
 
 VALUES = [3.0, 1.0, 10.0, 4.0, 7.5]

@@ -1,10 +1,10 @@
-"""Stored sentences read in the reader's language (gpuportal.phrases): the English text is what is stored,
+"""Stored sentences read in the reader's language (gpuportal.text.phrases): the English text is what is stored,
 the message id and parameters let a page render it again in Chinese."""
 
 from django.utils import translation
 from django.utils.translation import gettext_noop
 
-from gpuportal.phrases import Phrase, data_of, read
+from gpuportal.text.phrases import Phrase, data_of, read
 
 
 def test_a_phrase_is_its_english_text_and_reads_in_the_readers_language():

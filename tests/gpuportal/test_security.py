@@ -8,7 +8,7 @@ import pytest
 
 from audit import log as audit
 from audit.models import AuditAction
-from gpuportal.exports import csv_lines, csv_text, safe_cell
+from gpuportal.text.exports import csv_lines, csv_text, safe_cell
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The compiled representation (gpuportal/serializers.py) gives exactly what DRF's own path gives."""
+"""The compiled representation (gpuportal/web/serializers.py) gives exactly what DRF's own path gives."""
 
 from datetime import timedelta
 

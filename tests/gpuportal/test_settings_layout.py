@@ -9,8 +9,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from gpuportal.settings import environment
-
-from .test_settings import PRODUCTION, run
+from tests.gpuportal.test_settings import PRODUCTION, run
 
 PACKAGE = Path(environment.__file__).parent
 PROFILES = ("embedded", "production", "test")

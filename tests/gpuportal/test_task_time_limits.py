@@ -9,8 +9,7 @@ import pytest
 from django.conf import settings
 
 from gpuportal.celery import app
-
-from .test_settings import run
+from tests.gpuportal.test_settings import run
 
 LIMITS = ("import django; django.setup(); from django.conf import settings as s; "
           "print(s.CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout'], s.CELERY_TASK_TIME_LIMIT)")

@@ -34,7 +34,7 @@ from fleet.models import GPU, Cluster, Node
 from fleet.services import set_node_admin_state
 from governance import services as governance
 from governance.models import PriorityRequest
-from gpuportal.phrases import Phrase
+from gpuportal.text.phrases import Phrase
 from metering.acceptance import checklist as acceptance
 from metering.improvements import services as improvements
 from metering.reports import monthly as reports

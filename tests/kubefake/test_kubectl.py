@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 import yaml
 
-from .conftest import KUBECTL, make_kubectl, portal_manifests
+from tests.kubefake.conftest import KUBECTL, make_kubectl, portal_manifests
 
 #: the portal's example jobs, as ``portal_manifests`` numbers them: single-node, multi-node (4 ranks of 8 GPUs),
 #: fractional (a quarter of a GPU), resumed (attempt 2)

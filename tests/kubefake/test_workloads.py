@@ -11,7 +11,7 @@ import json
 import yaml
 from kubernetes import client
 
-from .conftest import portal_manifests
+from tests.kubefake.conftest import portal_manifests
 
 #: notebook, service replica (service 77, revision 2, port 8000), array task, as ``workload_manifests`` numbers them
 NOTEBOOK, REPLICA, ARRAY_TASK, SERVICE = "gp-200-a0", "gp-201-a0", "gp-202-a0", "gp-svc-77"

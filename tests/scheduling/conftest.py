@@ -1,6 +1,6 @@
 import pytest
 
-from .kube import served_cluster
+from tests.scheduling.kube import served_cluster
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 import pytest
 
 from fleet import queries
+from fleet.agents.polling import poll_agents
 from fleet.models import Node
-from fleet.polling import poll_agents
 from scheduling.jobs import submission
 from tests.conftest import job_payload
 
@@ -63,7 +63,7 @@ def test_node_detail_events_and_admin_actions(client, users):
     assert node.admin_state == "cordoned"
     token_page = client.post(f"/inventory/nodes/{node.name}/action/", {"action": "issue_token"}).content.decode()
     node.refresh_from_db()
-    from fleet.agent_tokens import token_for
+    from fleet.agents.tokens import token_for
 
     assert token_for(node) in token_page and node.agent_token_version == 1
     html = client.get(f"/inventory/nodes/{node.name}/").content.decode()

@@ -4,7 +4,7 @@ creation, in the admin as anywhere a tenant is validated."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from gpuportal.names import dns_label
+from gpuportal.text.names import dns_label
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db

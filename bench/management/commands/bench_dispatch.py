@@ -26,7 +26,7 @@ from django.db import connection
 from django.utils import timezone
 
 from fleet.models import GPU, Cluster, Node
-from gpuportal.db import bulk_insert
+from gpuportal.storage.db import bulk_insert
 from scheduling import lifecycle
 from scheduling.executors.kubernetes import _prepared
 from scheduling.executors.kubernetes.connection import forget_clients

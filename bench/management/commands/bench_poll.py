@@ -18,9 +18,9 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 from django.test import override_settings
 
-from fleet import agent_tokens
+from fleet.agents import tokens as agent_tokens
+from fleet.agents.polling import poll_agents
 from fleet.models import GPU, Cluster, Node
-from fleet.polling import poll_agents
 
 CLUSTER = "bench-poll"
 

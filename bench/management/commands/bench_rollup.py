@@ -25,8 +25,8 @@ from django.urls import reverse
 
 from demo.world import seed_structure
 from fleet.models import GPU, Cluster, GpuReading, Node
-from gpuportal.dates import day_start, next_month
-from gpuportal.db import bulk_insert
+from gpuportal.storage.db import bulk_insert
+from gpuportal.text.dates import day_start, next_month
 from metering.reports import monthly as reports
 from metering.reports.views import render_report_page
 from metering.usage.rollup import rollup

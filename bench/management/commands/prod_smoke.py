@@ -45,9 +45,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.utils import timezone
 
-from fleet import agent_tokens
+from fleet.agents import tokens as agent_tokens
 from fleet.models import GPU, Cluster, Node
-from gpuportal.dates import local_day
+from gpuportal.text.dates import local_day
 from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobStatus, TaskType
 from tenants.models import Membership, Project, Quota, Role, Tenant
 

@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 
 from directory.groups import normalize_dn
 from directory.models import AccountSource
-from directory.oidc_auth import oidc_conf
+from directory.oidc.auth import oidc_conf
 from directory.sync import LinkRefused, link_identity
 
 

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from directory.ldap_sync import DirectoryUnavailable, sync_ldap
+from directory.ldap.sync import DirectoryUnavailable, sync_ldap
 
 
 class Command(BaseCommand):

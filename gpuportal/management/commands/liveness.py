@@ -1,9 +1,9 @@
 """``manage.py liveness worker|beat``: exit 0 when that process's loop touched its file recently, 1 with the
-reason otherwise (the exec probe of the worker and beat Deployments; see ``gpuportal.liveness``)."""
+reason otherwise (the exec probe of the worker and beat Deployments; see ``gpuportal.observability.liveness``)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from gpuportal.liveness import ROLES, STALE_SECONDS, age_seconds, liveness_file
+from gpuportal.observability.liveness import ROLES, STALE_SECONDS, age_seconds, liveness_file
 
 
 class Command(BaseCommand):

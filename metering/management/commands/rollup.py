@@ -6,7 +6,7 @@ from datetime import date, timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from gpuportal.dates import local_day
+from gpuportal.text.dates import local_day
 from metering.usage.rollup import RollupRangeError, rollup
 
 

@@ -7,7 +7,7 @@ as numbers (int/float cells with a number format), never as text, so that the re
 each chart's data is a small table (categories down, series across) with a native chart drawn beside it.
 
 Text typed by people (job, project and tenant names) is stored as text even when it starts with "=": openpyxl
-would otherwise write it as a formula, which the spreadsheet would run (gpuportal/exports.py has the same rule
+would otherwise write it as a formula, which the spreadsheet would run (gpuportal/text/exports.py has the same rule
 for CSV).
 """
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from fleet import vendors
 from fleet.vendors import DEFAULT_VENDOR, Vendor
-from gpuportal.names import dns_label
-from gpuportal.paths import portal_path
+from gpuportal.text.names import dns_label
+from gpuportal.web.paths import portal_path
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuportal"}
 JOB_LABEL = "gpuportal.io/job"

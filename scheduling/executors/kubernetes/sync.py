@@ -25,7 +25,7 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from fleet.models import Cluster, ExecutorKind
-from gpuportal.phrases import Phrase
+from gpuportal.text.phrases import Phrase
 from scheduling import lifecycle
 from scheduling.executors.kubernetes import KubernetesExecutor, manifests
 from scheduling.executors.kubernetes.diagnosis import IMAGE_REASONS, Diagnosis, PodState, diagnose

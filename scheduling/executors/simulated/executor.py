@@ -31,8 +31,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from fleet.catalogue import vendor_of
-from gpuportal.formatting import duration_text
-from gpuportal.phrases import Phrase
+from gpuportal.text.formatting import duration_text
+from gpuportal.text.phrases import Phrase
 from scheduling.executors.base import Executor, ExecutorUpdate, LiveState
 from scheduling.executors.kubernetes.diagnosis import Diagnosis, PodState, diagnose
 from scheduling.executors.logs import LogTail, merge_streams, stored_tail

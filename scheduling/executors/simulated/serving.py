@@ -28,7 +28,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from gpuportal.paths import portal_path
+from gpuportal.web.paths import portal_path
 from scheduling.jobs.tokens import notebook_token
 from scheduling.models import WorkloadKind
 

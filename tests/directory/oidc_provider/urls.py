@@ -5,7 +5,7 @@ from django.http import HttpResponse, HttpResponseForbidden
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
-from .settings import STATE
+from tests.directory.oidc_provider.settings import STATE
 
 
 @csrf_exempt

@@ -48,6 +48,9 @@ ADD_COVERS_EXCESS_SHARE = 0.75
 #: GPUs per node assumed for a model the fleet catalogue does not know (the "add N" rounding step).
 DEFAULT_GPUS_PER_NODE = 8
 
+#: The longest reason a freeze or regeneration records (the snapshot's column): the form says it, the write keeps it.
+MAX_REASON = MonthlyReport._meta.get_field("reason").max_length
+
 def resource_failure_share(failures) -> float | None:
     """Of ``failures`` (counts by failure category), the share in ``RESOURCE_FAILURES``; None with no failure.
     One rule for the advice (per model), the pack's conclusion (all models) and the improvement metric."""
@@ -362,7 +365,7 @@ def freeze(month: date, tenant: Tenant | None = None, now: datetime | None = Non
         with transaction.atomic():
             snapshot = MonthlyReport.objects.create(
                 month=month, tenant=tenant, data=build_report(month, tenant, now), generated_at=now,
-                generated_by=actor, reason=(reason.strip() or _("Frozen after the month closed."))[:500])
+                generated_by=actor, reason=(reason.strip() or _("Frozen after the month closed."))[:MAX_REASON])
             if actor is not None:
                 figures = {"snapshot": snapshot.pk, "gpu_hours_allocated": snapshot.data["gpu_hours_allocated"]}
                 audit.record(AuditAction.REPORT_REGENERATE, snapshot, actor=actor, tenant=tenant,
@@ -399,7 +402,8 @@ def _refreeze(month, tenant, actor, reason: str, now: datetime, force: bool) -> 
         old = current.select_for_update().first()
         current.update(superseded_at=now)
         snapshot = MonthlyReport.objects.create(month=month, tenant=tenant, data=build_report(month, tenant, now),
-                                                generated_at=now, generated_by=actor, reason=reason.strip()[:500])
+                                                generated_at=now, generated_by=actor,
+                                                reason=reason.strip()[:MAX_REASON])
         audit.record(AuditAction.REPORT_REGENERATE, snapshot, actor=actor, tenant=tenant, reason=snapshot.reason,
                      before={"snapshot": old.pk, "gpu_hours_allocated": old.data.get("gpu_hours_allocated")}
                      if old else None,

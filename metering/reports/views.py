@@ -47,7 +47,7 @@ def render_report_page(request, month, tenant, data, snapshot=None):
         "unfrozen": snapshot is None and bool(data.get("closed")),
         "capacity_plan": capacity_plan.with_advice(capacity_plan.plan(month), data.get("recommendations") or [])
         if tenant is None else None,
-        "history": services.snapshot_history(month, tenant) if snapshot else []})
+        "history": services.snapshot_history(month, tenant) if snapshot else [], "max_reason": reports.MAX_REASON})
 
 
 @login_required

@@ -364,9 +364,10 @@ def _chart_strings(figure) -> list[str]:
 WORD = re.compile(r"[A-Za-z]{3,}")
 #: A machine code shown on purpose as a tooltip (title="quota_exhausted" over the label "配额已用尽").
 CODE = re.compile(r"[a-z][a-z0-9_]*")
-#: A path of the portal or its API (/api/jobs/{id}/report/), an LDAP DN (cn=…,ou=…) or a product's name of two
-#: words, which the reader reads as they are.
-LITERAL = re.compile(r"(?<![\w.])/[\w{}\-./]*|(?:\b(?:cn|ou|dc|uid|o)=[\w.-]+,?)+|\bOpenID Connect\b"
+#: A path of the portal or its API (/api/jobs/{id}/report/), a document of the repository (docs/kubernetes.md), an
+#: LDAP DN (cn=…,ou=…) or a product's name of two words, which the reader reads as they are.
+LITERAL = re.compile(r"(?<![\w.])/[\w{}\-./]*|\b[\w-]+/[\w./-]+\.md\b|(?:\b(?:cn|ou|dc|uid|o)=[\w.-]+,?)+"
+                     r"|\bOpenID Connect\b"
                      # and what a reader types or a program reads, as the help shows it: JSON examples, quoted
                      # names, {placeholders}, environment variables and field names
                      r"|\[\{[^\]]*\]|\[\.\.\.\]|\{\w+\}|\{\"(?:[^{}]|\{\w+\})*\}|\"[\w.:/,>=-]*\""

@@ -476,11 +476,14 @@ class Soak:
             self.t0 = time.monotonic()
             self._soak(clients)
             self._drain(clients)
+            time.sleep(1)  # a stand-in whose lease went exits within a fraction of a second
+            # Before the stack stops: the stand-ins end with the worker processes that started them, so a server
+            # a stop missed is seen only while its starter lives.
+            left = servers_left(self.marker)
             counters = self._counters()
             codes = self.stack.stop()
             self.line(f"stack stopped (exit codes {codes})")
-            time.sleep(1)  # a stand-in whose lease went exits within a fraction of a second
-            result = self.report(counters, codes, log_dir)
+            result = self.report(counters, codes, log_dir, left)
         except BaseException:  # a bug, a stack that did not start, Ctrl-C: say where its output is
             self.say(f"the soak ended early; the stack's output is in {log_dir}")
             raise
@@ -645,7 +648,7 @@ class Soak:
             redis.Redis.from_url(self.broker_url).execute_command("CLIENT", "UNPAUSE")
         stop_marked(self.marker)
 
-    def report(self, counters: dict[str, float], codes: dict, log_dir: Path) -> dict:
+    def report(self, counters: dict[str, float], codes: dict, log_dir: Path, left: list[dict]) -> dict:
         """The figures and findings (see the module and ``manage.py chaos_soak --help``)."""
         repaired = invariants.settle()
         now = timezone.now() + invariants.LATER
@@ -677,7 +680,7 @@ class Soak:
             "gpus_held_by_inactive": [asdict(f) for f in found.held + found.overcommitted],
             "illegal_transitions": [asdict(f) for f in found.illegal],
             "holds_ignored": holds_ignored(events) + self._holds_answered_late(),
-            "replicas_restarted_after_stop": replicas_after_stop(jobs, events, self.marker),
+            "replicas_restarted_after_stop": replicas_after_stop(jobs, events) + left,
             "server_errors": errors, "server_errors_during_db_terminate": during_terminate,
             "pass_failures": {"logged": logged, "counted": counted, "count_writes_lost": unwritten},
             "pass_failures_uncounted": max(0, logged - counted - unwritten),
@@ -794,16 +797,11 @@ def is_hold(event: JobEvent) -> bool:
     return str((data.get(phrases.DATA_KEY) or {}).get("msgid", event.reason)).startswith("Held by")
 
 
-def replicas_after_stop(jobs: list[Job], events: dict[int, list[JobEvent]], marker: str) -> list[dict]:
-    """Replicas that served after their stop, by what they left behind rather than by clock readings (a stop
+def replicas_after_stop(jobs: list[Job], events: dict[int, list[JobEvent]]) -> list[dict]:
+    """Replicas that moved after their stop, by what they left behind rather than by clock readings (a stop
     may stamp its time before it waits for the row a restart holds, so a restart serialised before the stop can
-    carry a later time):
-
-    * a status move after the replica ended (a "Replica started" on a cancelled replica);
-    * the server recorded for an ended replica still holds its lease (its pid file, which every stop removes):
-      it was started after the stop, or the stop missed it;
-    * a replica of a stopped service that has not ended;
-    * a stand-in server process still running once every service was stopped and the stack is down."""
+    carry a later time): a status move after the replica ended (a "Replica started" on a cancelled replica); a
+    replica of a stopped service that has not ended. The servers themselves are ``servers_left``'s."""
     found = []
     groups = {g.pk: g for g in JobGroup.objects.filter(kind=JobGroup.Kind.SERVICE)}
     for job in jobs:
@@ -816,22 +814,33 @@ def replicas_after_stop(jobs: list[Job], events: dict[int, list[JobEvent]], mark
             found.append({"job": job.pk, "problem": f"moved {after.from_status} -> {after.to_status} (event "
                                                     f"{after.pk}: {after.reason}) after it ended "
                                                     f"{moves[ended].to_status} (event {moves[ended].pk})"})
-        serving = (job.executor_state or {}).get("serving") or {}
-        if job.status in TERMINAL_STATUSES and _lease_held(serving):
-            restart = f"restart #{serving['restarts']}" if serving.get("restarts") else "first start"
-            found.append({"job": job.pk, "problem": f"{job.status}, but the server of its {restart} (pid "
-                                                    f"{serving.get('pid')}, started {serving.get('started_at')}) "
-                                                    "still holds its lease: nobody stopped it"})
         group = groups.get(job.group_id)
         if group is not None and group.stopped_at is not None and job.status not in TERMINAL_STATUSES:
             found.append({"job": job.pk, "problem": f"replica still {job.status} after its service {group.pk} was "
                                                     f"stopped at {group.stopped_at:%H:%M:%S.%f}"})
+    return found
+
+
+def servers_left(marker: str) -> list[dict]:
+    """Servers that outlived their replica's stop, read once every service was stopped and while the stack still
+    runs (a stand-in ends with the process that started it, so after the stack stops none could be seen):
+
+    * the server recorded for an ended replica still holds its lease (its pid file, which every stop removes):
+      it was started after the stop, or the stop missed it;
+    * a stand-in server process of this soak still running."""
+    found = []
+    for job in Job.objects.filter(kind=WorkloadKind.SERVICE, status__in=TERMINAL_STATUSES):
+        serving = (job.executor_state or {}).get("serving") or {}
+        if _lease_held(serving):
+            restart = f"restart #{serving['restarts']}" if serving.get("restarts") else "first start"
+            found.append({"job": job.pk, "problem": f"{job.status}, but the server of its {restart} (pid "
+                                                    f"{serving.get('pid')}, started {serving.get('started_at')}) "
+                                                    "still holds its lease: nobody stopped it"})
     for pid, argv in marked_processes(marker):
         if any(arg.endswith("standin.py") for arg in argv):
             job = argv[argv.index("--job") + 1] if "--job" in argv else "?"
             found.append({"job": int(job) if job.isdigit() else None,
-                          "problem": f"its stand-in server (pid {pid}) still runs after every service was stopped "
-                                     "and the stack stopped"})
+                          "problem": f"its stand-in server (pid {pid}) still runs after every service was stopped"})
     return found
 
 

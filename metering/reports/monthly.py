@@ -51,6 +51,7 @@ DEFAULT_GPUS_PER_NODE = 8
 #: The longest reason a freeze or regeneration records (the snapshot's column): the form says it, the write keeps it.
 MAX_REASON = MonthlyReport._meta.get_field("reason").max_length
 
+
 def resource_failure_share(failures) -> float | None:
     """Of ``failures`` (counts by failure category), the share in ``RESOURCE_FAILURES``; None with no failure.
     One rule for the advice (per model), the pack's conclusion (all models) and the improvement metric."""

@@ -100,6 +100,7 @@ def base_url(job) -> str:
 
 def start(job, restarts: int = 0, ready_after: float = 0.0, crash_after: float = 0.0) -> dict:
     """Start the stand-in of ``job``'s current attempt; returns the ``serving`` state to keep."""
+    _sweep()
     directory = run_dir()
     stem = f"job-{job.pk}-a{job.retry_count}-r{restarts}"
     port_file, pid_file = (directory / f"{stem}.{ext}" for ext in ("port", "pid"))
@@ -153,7 +154,18 @@ def _release(pid: int) -> None:
         process.poll()
 
 
+def _sweep() -> None:
+    """Forget every stand-in of this process that has exited, whoever stopped it (another process cancels a
+    notebook this one started): its lifeline closed and its exit collected, so a long-lived loop or worker
+    keeps neither a descriptor nor a zombie per stopped stand-in."""
+    with _children_lock:
+        ended = [pid for pid, process in _children.items() if process.poll() is not None]
+    for pid in ended:
+        _release(pid)
+
+
 def alive(serving: dict) -> bool:
+    _sweep()
     pid = serving.get("pid")
     if not pid or not serving.get("port") or not os.path.exists(serving.get("pid_file", "")):
         return False

@@ -274,18 +274,28 @@ def job_payload(**overrides):
 CHROMIUM = "/usr/bin/chromium"
 
 
-@pytest.fixture
-def page(live_server, monkeypatch):
+def require_chromium() -> None:
+    """Debian's Chromium, never a downloaded one: a machine without it fails the test, naming the fix."""
     if not shutil.which(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (scripts/ensure-services.sh)")
+
+
+def launch_chromium(playwright):
+    """Headless Debian Chromium that makes no request of its own (the browser tests watch every request)."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+
+
+@pytest.fixture
+def page(live_server, monkeypatch):
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API runs an event loop in this thread; the ORM calls of fixtures are still synchronous.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch_chromium(playwright)
         context = browser.new_context()
         external = []
         context.on("request", lambda r: external.append(r.url) if not r.url.startswith(live_server.url) else None)

@@ -5,7 +5,6 @@ logout at the provider, a provider that cannot be reached, and a browser signing
 import base64
 import hashlib
 import re
-import shutil
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -17,7 +16,7 @@ from audit.models import AuditRecord
 from directory import groups
 from directory.models import AccountSource, DirectoryAccount
 from tenants.models import Membership, PlatformRole, Role
-from tests.conftest import CHROMIUM
+from tests.conftest import launch_chromium, require_chromium
 from tests.directory.servers import free_port
 from tests.factories import make_tenant
 
@@ -174,17 +173,14 @@ def test_a_refused_authorization_comes_back_as_a_message(lab, oidc_sign_in):
 
 @pytest.mark.browser
 def test_a_browser_signs_in_on_the_providers_page(transactional_db, live_server, oidc_sign_in, monkeypatch):
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (scripts/ensure-services.sh)")
+    require_chromium()
     from playwright.sync_api import sync_playwright  # only the browser test needs Playwright
 
     make_tenant("vision")
     groups.add_mapping("vision-researchers", tenant="vision", role=Role.RESEARCHER)
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop runs in this thread
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch_chromium(playwright)
         try:
             context = browser.new_context()
             elsewhere = []

@@ -9,7 +9,6 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -34,20 +33,9 @@ from scheduling.workloads import origin as workload_origin
 from scheduling.workloads import views as workload_views
 from scheduling.workloads.origin import Workload
 from tenants.models import Membership, Role, Tenant
-from tests.conftest import CHROMIUM, job_payload
+from tests.conftest import job_payload, launch_chromium, require_chromium
 from tests.factories import PASSWORD, make_user
-
-WORKLOAD_HOST = "127.0.0.1:8001"  # the embedded default, GPUPORTAL_WORKLOAD_ORIGIN=http://127.0.0.1:8001
-
-
-@pytest.fixture
-def serving(settings, tmp_path):
-    """Stand-ins live under this test's directory, start at once, and are all stopped afterwards."""
-    settings.SIMULATION_STANDIN_DIR = tmp_path / "standins"
-    settings.SIMULATION_TIME_SCALE = 1e-6
-    settings.WORKLOADS = {**settings.WORKLOADS, "ORIGIN": f"http://{WORKLOAD_HOST}"}
-    yield
-    simulated_serving.stop_all()
+from tests.scheduling.workloads.conftest import WORKLOAD_HOST
 
 
 def _client(username, **options) -> Client:
@@ -372,17 +360,14 @@ def test_the_standin_escapes_the_image_name(tmp_path):
 @pytest.fixture
 def browser(live_server, monkeypatch):
     """Chromium (Debian's, never downloaded) that may only talk to the live server's two origins."""
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (scripts/ensure-services.sh)")
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     port = urlsplit(live_server.url).port
     allowed = (f"http://localhost:{port}/", f"http://127.0.0.1:{port}/", "data:", "about:")
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        chromium = launch_chromium(playwright)
         context = chromium.new_context()
         elsewhere = []
         context.on("request", lambda r: elsewhere.append(r.url) if not r.url.startswith(allowed) else None)

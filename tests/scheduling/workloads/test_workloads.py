@@ -19,19 +19,7 @@ from scheduling.models import Job, JobAllocation, JobStatus, JobTemplate
 from scheduling.tasks import sync_job_status
 from tests.conftest import job_payload
 from tests.factories import PASSWORD
-
-#: Where notebooks and services answer (never on the portal's origin: workloads/test_workload_origin.py).
-WORKLOAD_HOST = "127.0.0.1:8001"
-
-
-@pytest.fixture
-def serving(settings, tmp_path):
-    """Stand-ins live under this test's directory, start at once, and are all stopped afterwards."""
-    settings.SIMULATION_STANDIN_DIR = tmp_path / "standins"
-    settings.SIMULATION_TIME_SCALE = 1e-6
-    settings.WORKLOADS = {**settings.WORKLOADS, "ORIGIN": f"http://{WORKLOAD_HOST}"}
-    yield
-    simulated_serving.stop_all()
+from tests.scheduling.workloads.conftest import WORKLOAD_HOST
 
 
 def _client(username) -> Client:

@@ -153,15 +153,6 @@ def parse_moment(raw, label: str) -> datetime:
     return value
 
 
-def moment(errors: dict, data: dict, field: str, label: str) -> datetime | None:
-    """``parse_moment`` of ``data[field]``; on failure record its message under ``field``."""
-    try:
-        return parse_moment(data.get(field), label)
-    except ValidationError as exc:
-        errors[field] = exc.messages[0]
-        return None
-
-
 def calendar_month(text) -> date:
     """``YYYY-MM`` -> the first day of that month; ValueError naming the expected form and the years otherwise."""
     try:

@@ -24,6 +24,7 @@ from gpuportal.web.validation import keyed, parse_whole_number
 from scheduling.executors import executor_for
 from scheduling.jobs import actions as job_actions
 from scheduling.jobs import submission
+from scheduling.jobs.limits import MAX_REPLICAS
 from scheduling.models import TERMINAL_STATUSES, Job, JobEvent, JobGroup, JobStatus
 from scheduling.triggers import request_scheduling_pass
 from tenants import access
@@ -69,7 +70,7 @@ def scale_service(user, group: JobGroup, data: dict) -> JobGroup:
     """Set the desired replicas: added ones queue (the scheduler places them), removed ones stop and free their
     GPUs (not-yet-running ones first, then the highest replica numbers)."""
     _may_operate(user, group)
-    replicas = keyed("replicas", parse_whole_number, data.get("replicas"), 1, submission.MAX_REPLICAS,
+    replicas = keyed("replicas", parse_whole_number, data.get("replicas"), 1, MAX_REPLICAS,
                      str(submission.FIELDS["replicas"].label))
     sample = group.members.order_by("-id").first()
     if sample is not None:  # the replicas wanted, together, within the tenant's quota: submission's rule

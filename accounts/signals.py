@@ -4,7 +4,7 @@ Signing out does not revoke tokens: they are credentials of their own (scripts, 
 browser session, and each can be revoked by itself."""
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import check_password
+from django.contrib.auth.hashers import check_password, get_hasher, identify_hasher
 from django.db.models.signals import post_save, pre_save
 from django.dispatch import receiver
 
@@ -18,8 +18,9 @@ User = get_user_model()
 def _notice_password_change(sender, instance, update_fields=None, raw=False, **kwargs):
     """Mark the user when its stored password hash changes to a different password.
 
-    A re-hash of the same password (a stronger hasher on sign-in) is not a change: the new raw password,
-    which ``set_password`` keeps until the save, still matches the old hash."""
+    A re-hash of the same password is not a change: the new raw password, which ``set_password`` keeps until
+    the save, still matches the old hash; and the upgrade Django makes at sign-in (an older hasher, or other
+    parameters) saves the password field alone, with the raw password already forgotten."""
     instance._accounts_password_changed = False
     if raw or instance.pk is None or (update_fields is not None and "password" not in update_fields):
         return
@@ -29,7 +30,19 @@ def _notice_password_change(sender, instance, update_fields=None, raw=False, **k
     new_raw = getattr(instance, "_password", None)
     if new_raw is not None and old and check_password(new_raw, old):
         return
+    if new_raw is None and update_fields is not None and set(update_fields) == {"password"} and _due_for_rehash(old):
+        return  # Django's upgrade at sign-in: it forgets the raw password before saving only the new hash
     instance._accounts_password_changed = True
+
+
+def _due_for_rehash(encoded: str) -> bool:
+    """Whether ``encoded`` is a hash that sign-in rewrites (an older hasher, or other parameters)."""
+    try:
+        hasher = identify_hasher(encoded)
+    except ValueError:
+        return False
+    preferred = get_hasher()
+    return hasher.algorithm != preferred.algorithm or preferred.must_update(encoded)
 
 
 @receiver(post_save, sender=User, dispatch_uid="accounts.revoke_on_password_change")

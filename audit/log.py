@@ -31,6 +31,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from gpuportal.text.phrases import Phrase
 from gpuportal.web.clients import client_address
 from tenants.models import Tenant
 
@@ -132,6 +133,8 @@ def _hashed_fields(record: AuditRecord) -> dict:
               "source_address": record.source_address}
     if record.key_version:  # unkeyed records keep the content they were hashed with
         fields["key_version"] = record.key_version
+    if record.reason_phrase is not None:  # records written before reasons were kept as phrases have none
+        fields["reason_phrase"] = record.reason_phrase
     return fields
 
 
@@ -157,6 +160,7 @@ def record(action: str, obj=None, *, before=None, after=None, reason: str = "", 
             actor_name=actor.get_username() if actor is not None else "", action=action,
             object_type=object_type, object_id=str(object_id), object_repr=object_repr[:300],
             tenant=tenant, before=_plain(before), after=_plain(after), reason=reason or "",
+            reason_phrase=_plain(reason.stored()) if isinstance(reason, Phrase) else None,
             source_address=(address if address is not None else context_address)[:64],
             prev_hash=head.last_hash or GENESIS, key_version=settings.AUDIT["KEY_VERSION"])
         entry.hash = record_hash(entry)

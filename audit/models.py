@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from gpuportal.text import phrases
 from tenants import access
 from tenants.scoping import TenantScopedQuerySet
 
@@ -82,6 +83,9 @@ class AuditRecord(models.Model):
     before = models.JSONField(_("before"), null=True, blank=True)
     after = models.JSONField(_("after"), null=True, blank=True)
     reason = models.TextField(_("reason"), blank=True)
+    # The reason's message id and parameters when the portal wrote it (``gpuportal.text.phrases``), so the page reads
+    # it in the reader's language; null for a reason a person typed. Hashed with the record when present.
+    reason_phrase = models.JSONField(_("reason as a phrase"), null=True, blank=True)
     source_address = models.CharField(_("source address"), max_length=64, blank=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
@@ -97,6 +101,11 @@ class AuditRecord(models.Model):
 
     def __str__(self):
         return f"#{self.seq} {self.at:%Y-%m-%d %H:%M:%S} {self.actor_name or '-'} {self.action} {self.object_repr}"
+
+    @property
+    def reason_text(self) -> str:
+        """The reason in the reader's language when the portal wrote it as a phrase; as stored otherwise."""
+        return phrases.read(self.reason, {phrases.DATA_KEY: self.reason_phrase} if self.reason_phrase else None)
 
 
 class AuditChainHead(models.Model):

@@ -9,6 +9,7 @@ from django.shortcuts import render
 from gpuportal.text.exports import csv_lines
 from tenants import access
 
+from .changes import changes_of, object_label
 from .filtersets import AuditFilterSet
 from .models import AuditRecord
 
@@ -38,4 +39,10 @@ def audit_log(request):
     page = Paginator(filterset.qs, 100).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "audit/log.html", {"filter": filterset, "page": page, "query": query.urlencode()})
+    records = list(page.object_list)
+    described = changes_of(records)
+    for entry in records:
+        entry.changes = described.get(entry.pk, [])
+        entry.object_label = object_label(entry.object_type)
+    return render(request, "audit/log.html", {"filter": filterset, "page": page, "records": records,
+                                              "query": query.urlencode()})

@@ -46,6 +46,8 @@ def seed_readings(start, now, seed: int = 11) -> int:
             released_at__gt=start).values_list("gpu_id", "allocated_at", "released_at", "job__executor_state"):
         busy[gpu_id].append((allocated, released or now, (state or {}).get("demo_utilization_pct", 50)))
     gpus = list(GPU.objects.values_list("id", "node_id", "memory_mb"))
+    # InfiniBand counters only on the nodes of InfiniBand networks ("ib-…"), as the simulated agents report them
+    infiniband = set(Node.objects.filter(network_domain__startswith="ib").values_list("id", flat=True))
     readings, node_util = [], defaultdict(list)
     at = start
     while at < now:
@@ -67,8 +69,10 @@ def seed_readings(start, now, seed: int = 11) -> int:
         nodes.append(NodeReading(
             node_id=node_id, at=at, cpu_percent=round(3 + load * 0.55 + rng.uniform(0, 4), 1),
             memory_percent=round(8 + load * 0.5, 1), net_rx_bytes_per_s=int(2e6 + load * 4e6),
-            net_tx_bytes_per_s=int(1e6 + load * 2e6), ib_rx_bytes_per_s=int(load * 2.5e8),
-            ib_tx_bytes_per_s=int(load * 2.5e8), disk_read_bytes_per_s=int(5e6 + load * 1.2e7)))
+            net_tx_bytes_per_s=int(1e6 + load * 2e6),
+            ib_rx_bytes_per_s=int(load * 2.5e8) if node_id in infiniband else None,
+            ib_tx_bytes_per_s=int(load * 2.5e8) if node_id in infiniband else None,
+            disk_read_bytes_per_s=int(5e6 + load * 1.2e7)))
     bulk_insert(NodeReading, nodes)
     return len(readings)
 

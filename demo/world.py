@@ -17,8 +17,11 @@ from typing import NamedTuple
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
-from fleet.models import GPU, Cluster, Node
+from fleet.models import GPU, Cluster, ExecutorKind, Node
+from gpuportal.text import phrases
+from gpuportal.text.phrases import Phrase
 from metering.reports import monthly as reports
 from metering.tasks import freeze_last_month
 from scheduling import lifecycle
@@ -309,11 +312,13 @@ def _attempt(job: Job, placements: list[tuple[Node, list[GPU]]], start_at: datet
     where = "; ".join(f"{node.name} (GPU {', '.join(str(gpu.index) for gpu in node_gpus)})"
                       for node, node_gpus in placements)
     cluster = placements[0][0].cluster
-    lifecycle.transition(job, JobStatus.ADMITTED, f"Admitted: {len(gpus)} x {job.gpu_model} on {where}.",
-                         at=start_at, cluster=cluster)
+    lifecycle.transition(job, JobStatus.ADMITTED, Phrase(gettext_noop("Admitted: %(n)s x %(model)s on %(where)s."), {
+        "n": str(len(gpus)), "model": job.gpu_model, "where": where}), at=start_at, cluster=cluster)
     dispatched = start_at + timedelta(seconds=1)
     kept = {key: value for key, value in job.executor_state.items() if key in KEPT_STATE}
-    lifecycle.transition(job, JobStatus.DISPATCHING, "Sent to cluster sim (Simulated executor).", at=dispatched,
+    sent = Phrase(gettext_noop("Sent to cluster %(c)s (%(kind)s executor)."), {
+        "c": cluster.name, "kind": phrases.label(ExecutorKind(cluster.executor).label)})
+    lifecycle.transition(job, JobStatus.DISPATCHING, sent, at=dispatched,
                          executor_state={**kept, "plan": plan, "time_scale": 1.0, "demo_utilization_pct": utilization,
                                          "dispatched_at": dispatched.isoformat()})
     job = Job.objects.select_related("task_type").prefetch_related("allocations__gpu__node").get(pk=job.pk)
@@ -360,14 +365,16 @@ def _history_job(users, rng, calendar: _GpuCalendar, task: TaskType, project: Pr
     command = (f"torchrun --nnodes {plan.nodes} --nproc-per-node {gpus} pretrain.py" if plan.nodes > 1
                else "python train.py")
     job = lifecycle.create_job(
-        status=JobStatus.QUEUED, reason=f"Submitted by {username}; task type {task.code} needs no approval.",
+        status=JobStatus.QUEUED, reason=Phrase(gettext_noop(
+            "Submitted by %(user)s; task type %(t)s needs no approval, queued."), {"user": username, "t": task.code}),
         actor=owner, tenant=project.tenant, project=project, owner=owner, task_type=task, gpu_model=model,
         name=f"{task.code}-{model.lower()}-{submitted:%m%d-%H%M}", gpus_per_node=gpus, node_count=plan.nodes,
         image=rng.choice(["registry.local/pytorch:2.4-cuda12", "registry.local/jax:0.4-cuda12"]),
         command=command, max_runtime_minutes=task.default_max_runtime_minutes, priority=task.priority,
         submitted_at=submitted)
     if outcome == "cancelled":
-        lifecycle.transition(job, JobStatus.CANCELLED, f"Cancelled by {username}.", actor=owner, at=submitted + waited)
+        lifecycle.transition(job, JobStatus.CANCELLED, Phrase(gettext_noop("Cancelled by %(user)s."), {
+            "user": username}), actor=owner, at=submitted + waited)
         return job
     mean, spread = DEMO_UTILIZATION[task.code]
     utilization = max(1, min(99, round(rng.gauss(mean, spread))))

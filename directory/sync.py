@@ -31,6 +31,7 @@ from audit.models import AuditAction
 from directory.actor import DIRECTORY_ACTOR, acting_as_directory
 from directory.groups import Access, access_for_groups
 from directory.models import DirectoryAccount, DirectoryGrant
+from gpuportal.text.phrases import Phrase
 from tenants import memberships
 from tenants.models import Tenant
 
@@ -102,7 +103,8 @@ def refuse_link(refusal: LinkRefused, source: str, identifier: str, issuer: str 
     user = get_user_model().objects.filter(username__iexact=refusal.username).first()
     with acting_as_directory(address):
         audit.record(AuditAction.DIRECTORY_LINK_REFUSED, user, object_type="auth.user", object_repr=refusal.username,
-                     reason=refusal.reason, after={"source": source, "issuer": issuer, "identifier": identifier})
+                     reason=Phrase(refusal.reason),
+                     after={"source": source, "issuer": issuer, "identifier": identifier})
 
 
 def link_identity(user, source: str, identifier: str, issuer: str = "") -> DirectoryAccount:
@@ -130,7 +132,7 @@ def link_identity(user, source: str, identifier: str, issuer: str = "") -> Direc
         after = {name: getattr(account, name) for name in fields}
         if before != after:
             audit.record(AuditAction.DIRECTORY_LINK, user, before=before, after=after,
-                         reason=gettext_noop("linked by a platform admin"))
+                         reason=Phrase(gettext_noop("linked by a platform admin")))
     return account
 
 

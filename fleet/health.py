@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_noop
+
+from gpuportal.text.phrases import Phrase
+
 HEALTHY, SUSPECT, UNHEALTHY = "healthy", "suspect", "unhealthy"
 
 
@@ -28,7 +32,7 @@ class Step:
     state: str
     missed: int
     good: int
-    reason: str = ""  # set when the state changed
+    reason: str = ""  # set when the state changed (a stored phrase: ``gpuportal.text.phrases``)
 
     @property
     def changed(self) -> bool:
@@ -39,9 +43,11 @@ def step(state: str, missed: int, good: int, obs: Observation, k_missed: int, m_
     if not obs.answered:
         missed += 1
         if missed >= k_missed and state != UNHEALTHY:
-            return Step(UNHEALTHY, missed, 0, f"{missed} polls in a row missed (limit {k_missed}): {obs.error}")
+            return Step(UNHEALTHY, missed, 0, Phrase(gettext_noop(
+                "%(n)d polls in a row missed (limit %(k)d): %(error)s"), {
+                "n": missed, "k": k_missed, "error": obs.error}))
         if state == HEALTHY:
-            return Step(SUSPECT, missed, 0, f"Missed a poll: {obs.error}")
+            return Step(SUSPECT, missed, 0, Phrase(gettext_noop("Missed a poll: %(error)s"), {"error": obs.error}))
         return Step(state, missed, 0)
     if obs.critical:
         if state != UNHEALTHY:
@@ -53,5 +59,6 @@ def step(state: str, missed: int, good: int, obs: Observation, k_missed: int, m_
         return Step(state, 0, 0)
     good = min(good + 1, m_good)  # capped: a steady healthy node writes nothing new
     if state != HEALTHY and good >= m_good:
-        return Step(HEALTHY, 0, good, f"{good} good polls in a row (needed {m_good}).")
+        return Step(HEALTHY, 0, good, Phrase(gettext_noop("%(n)d good polls in a row (needed %(m)d)."), {
+            "n": good, "m": m_good}))
     return Step(state, 0, good)

@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from fleet.vendors import DEFAULT_VENDOR
 from gpuportal.models import TimeStampedModel
+from gpuportal.text import phrases
 
 
 class ExecutorKind(models.TextChoices):
@@ -293,6 +294,11 @@ class NodeEvent(models.Model):
 
     def __str__(self):
         return f"{self.node} {self.from_state}->{self.to_state}: {self.reason}"
+
+    @property
+    def reason_text(self) -> str:
+        """The reason in the reader's language when it was stored as a phrase (``gpuportal.text.phrases``)."""
+        return phrases.read(self.reason, self.data)
 
     @staticmethod
     def _state_label(code: str) -> str:

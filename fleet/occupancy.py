@@ -27,6 +27,18 @@ class Headroom:
     reserved_until: float = 0.0
 
 
+@dataclass(frozen=True)
+class NodeWork:
+    """One active job holding GPUs of a node: what a cordon or drain of the node would touch."""
+
+    job_id: int
+    name: str
+    tenant: str
+    owner: str
+    status: str
+    gpus: int  # of this node
+
+
 class Occupancy(Protocol):
     def held_gpus(self) -> dict[int, set[int]]:
         """Node id -> indices of its GPUs that active work holds."""
@@ -37,6 +49,9 @@ class Occupancy(Protocol):
     def headroom(self, user) -> list[Headroom]:
         """For each quota of ``user``'s tenants: what is held, the guarantee, the limit, others' reservations."""
 
+    def work_on(self, node_id: int) -> list[NodeWork]:
+        """The active jobs holding GPUs of the node, with how many of its GPUs each holds."""
+
 
 class _NothingHeld:
     def held_gpus(self) -> dict[int, set[int]]:
@@ -46,6 +61,9 @@ class _NothingHeld:
         return {}
 
     def headroom(self, user) -> list[Headroom]:
+        return []
+
+    def work_on(self, node_id: int) -> list[NodeWork]:
         return []
 
 
@@ -67,3 +85,7 @@ def holders(user, gpu_ids) -> dict[int, dict]:
 
 def headroom(user) -> list[Headroom]:
     return _provider.headroom(user)
+
+
+def work_on(node_id: int) -> list[NodeWork]:
+    return _provider.work_on(node_id)

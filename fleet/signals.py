@@ -7,5 +7,6 @@ from django.dispatch import Signal
 hardware_fault = Signal()
 
 #: Sent inside the transaction that changed what the fleet can run (a node cordoned, drained or reactivated):
-#: ``node``. Scheduling answers with a pass once the transaction commits.
+#: ``node``, ``actor`` and ``job_note`` (a phrase for the timelines of the jobs running on the node; "" for none).
+#: Scheduling notes it on those jobs and answers with a pass once the transaction commits.
 capacity_changed = Signal()

@@ -51,7 +51,10 @@ def node_detail(request, name):
 @login_required
 @require_POST
 def node_action(request, name):
-    """Platform admins: cordon / drain / reactivate a node, or issue its agent token (shown once)."""
+    """Platform admins: cordon / drain / reactivate a node, or issue its agent token (shown once).
+
+    A state change takes two steps: the first (with its reason) shows what it would touch — the running jobs, their
+    GPUs and tenants, and what becomes of each — and the second (``confirm``) makes it."""
     node = get_object_or_404(Node.objects.select_related("cluster"), name=name)
     if not access.is_platform_admin(request.user):
         raise PermissionDenied
@@ -61,6 +64,10 @@ def node_action(request, name):
         return _node_page(request, node, new_token=token)
     reason = request.POST.get("reason", "").strip()
     try:
+        services.check_reason(reason)
+        if request.POST.get("confirm") != "1":
+            return render(request, "fleet/node_confirm.html", {
+                "preview": services.preview_admin_state(request.user, node, action), "reason": reason})
         services.set_node_admin_state(request.user, node, action, reason)
         messages.success(request, _("Node %(n)s is now %(s)s.") % {"n": node.name, "s": node.get_state_display()})
     except ValidationError as exc:

@@ -61,7 +61,7 @@ class RequestForm(forms.Form):
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["task_type"].choices = [("", "—")] + [(t.code, f"{t.name} ({t.priority})")
+        self.fields["task_type"].choices = [("", "—")] + [(t.code, t.label)
                                                           for t in TaskType.objects.all()]
         self.fields["tenant"].choices = [("", "—")] + [(t.name, t.name) for t in Tenant.objects.visible_to(user)]
         self.fields["gpu_model"].choices = [("", "—")] + [
@@ -78,11 +78,13 @@ class RequestForm(forms.Form):
         for name, used_by in kinds.items():
             self.fields[name].widget.attrs["data-kinds"] = " ".join(used_by)
 
-    def submit(self):
+    def submit(self, confirm=None):
+        """Send the request (``services.submit_request``; ``confirm`` may stop it once previewed)."""
         if not self.is_valid():
             return None
         try:
-            return services.submit_request(self.user, {k: v for k, v in self.cleaned_data.items() if v != ""})
+            return services.submit_request(self.user, {k: v for k, v in self.cleaned_data.items() if v != ""},
+                                           confirm)
         except ValidationError as exc:
             for field, messages in exc.message_dict.items():
                 self.add_error(field if field in self.fields else None, messages)

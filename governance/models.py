@@ -4,6 +4,7 @@ job whose task type needs it), in-app notifications and their preferences, and i
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
 from gpuportal.models import TimeStampedModel
@@ -29,6 +30,11 @@ class RequestState(models.TextChoices):
 class ApproverScope(models.TextChoices):
     TENANT = "tenant", _("An approver of the tenant")
     PLATFORM = "platform", _("A platform approver")
+
+
+#: The justification the portal gives a job that waits for approval of its task type (stored in English, read in
+#: the reader's language: ``PriorityRequest.justification_text``).
+ADMISSION_JUSTIFICATION = gettext_noop("Task type %(t)s needs approval before the job may queue.")
 
 
 class PriorityRequest(TimeStampedModel):
@@ -80,6 +86,15 @@ class PriorityRequest(TimeStampedModel):
     @property
     def is_pending(self) -> bool:
         return self.state == RequestState.PENDING
+
+    @property
+    def justification_text(self) -> str:
+        """The justification in the reader's language when the portal wrote it (a job that waits for approval of
+        its task type); as its requester typed it otherwise."""
+        if self.kind == RequestKind.ADMISSION and self.task_type_id and self.justification == (
+                ADMISSION_JUSTIFICATION % {"t": self.task_type.name}):
+            return gettext(ADMISSION_JUSTIFICATION) % {"t": self.task_type.display_name}
+        return self.justification
 
 
 class NotificationKind(models.TextChoices):

@@ -16,12 +16,14 @@ from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.models import GpuReading
 from governance.models import IdlePolicy, IdleWatch, NotificationKind
 from governance.notifications.services import notify
+from gpuportal.text.phrases import Phrase
 from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus, WorkloadKind
 from scheduling.triggers import request_scheduling_pass
@@ -102,8 +104,8 @@ def check_idle_jobs(now=None) -> dict:
         if evidence is None:
             if watch is not None:
                 watch.delete()
-                job_actions.note(job, JobEvent.Kind.RECLAMATION, _("Busy again: the idle warning is withdrawn."),
-                                 at=now)
+                job_actions.note(job, JobEvent.Kind.RECLAMATION,
+                                 Phrase(gettext_noop("Busy again: the idle warning is withdrawn.")), at=now)
                 summary["withdrawn"] += 1
             continue
         if watch is None:
@@ -117,11 +119,13 @@ def check_idle_jobs(now=None) -> dict:
 
 def _warn(job: Job, rule: Rule, evidence: dict, now) -> None:
     deadline = now + timedelta(minutes=rule.grace_minutes)
-    text = _("Idle: its %(n)d GPU(s) stayed below %(t)d %% utilisation for %(m)d minutes (highest %(p)s %%)"
-             "%(kernels)s. It will be stopped at %(at)s unless it gets busy.") % {
-        "kernels": _(" and its notebook's kernels did nothing") if "last_kernel_activity" in evidence else "",
+    text = Phrase(gettext_noop("Idle: its %(n)d GPU(s) stayed below %(t)d %% utilisation for %(m)d minutes (highest "
+                               "%(p)s %%)%(kernels)s. It will be stopped at %(at)s unless it gets busy."), {
+        "kernels": Phrase(gettext_noop(" and its notebook's kernels did nothing"))
+        if "last_kernel_activity" in evidence else "",
         "n": len(evidence["gpus"]), "t": rule.threshold_pct, "m": rule.idle_minutes,
-        "p": max(g["max_pct"] for g in evidence["gpus"]), "at": timezone.localtime(deadline).strftime("%Y-%m-%d %H:%M")}
+        "p": max(g["max_pct"] for g in evidence["gpus"]),
+        "at": timezone.localtime(deadline).strftime("%Y-%m-%d %H:%M %Z")})
     with transaction.atomic():
         IdleWatch.objects.create(job=job, warned_at=now, evidence=evidence)
         job_actions.note(job, JobEvent.Kind.RECLAMATION, text, data=evidence, at=now)
@@ -130,8 +134,9 @@ def _warn(job: Job, rule: Rule, evidence: dict, now) -> None:
 
 
 def _reclaim(job: Job, watch: IdleWatch, evidence: dict, now) -> None:
-    text = _("Reclaimed: its GPUs stayed idle (below %(t)d %%) through the warning and the grace period.") % {
-        "t": evidence["threshold_pct"]}
+    text = Phrase(gettext_noop(
+        "Reclaimed: its GPUs stayed idle (below %(t)d %%) through the warning and the grace period."), {
+        "t": evidence["threshold_pct"]})
     with transaction.atomic():
         job_actions.reclaim_job(job, text, now, {"reclaimed": True, "evidence": evidence})
         watch.reclaimed_at, watch.evidence = now, evidence

@@ -17,16 +17,26 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.catalogue import gpu_model_catalogue
 from governance import impact as what_if
-from governance.models import ApproverScope, NotificationKind, PriorityRequest, RequestKind, RequestState
+from governance.models import (
+    ADMISSION_JUSTIFICATION,
+    ApproverScope,
+    NotificationKind,
+    PriorityRequest,
+    RequestKind,
+    RequestState,
+)
 from governance.notifications.services import notify, platform_approvers, tenant_approvers
+from gpuportal.text.phrases import Phrase
 from gpuportal.web.validation import Refusals, keyed, parse_moment, parse_whole_number, refuse
 from scheduling.jobs import actions as job_actions
 from scheduling.models import Job, JobStatus, TaskType
+from scheduling.passes import preview
 from scheduling.triggers import request_scheduling_pass
 from tenants import access, quotas
 from tenants.models import Quota, Role, Tenant
@@ -186,25 +196,44 @@ def validate_request(user, data) -> RequestFields:
     return fields
 
 
-def impact_of(request: PriorityRequest) -> dict:
-    """The engine's what-if for the request, if approved now."""
+def impact_of(request: PriorityRequest, now=None) -> dict:
+    """The engine's what-if for the request, if approved now (``change_of``)."""
+    now = now or timezone.now()
+    change = change_of(request, now)
+    if change is None:
+        return {}
+    subject = request.job_id if request.kind in (K.PRIORITY, K.RUNTIME_EXTENSION) else None
+    return what_if.what_if(change, request.tenant.name, now, subject_job=subject)
+
+
+def change_of(request: PriorityRequest, now) -> what_if.Change | None:
+    """The request's change of the next pass's snapshot, made as ``_carry_out`` would make it in the database
+    (None for a kind that changes no snapshot)."""
     tenant = request.tenant.name
     if request.kind == K.PRIORITY and request.job_id:
-        change = what_if.with_priority(request.job_id, request.task_type.priority, request.task_type.preemptible)
+        change = what_if.with_priority(request.job_id, **preview.task_type_fields(request.job, request.task_type, now))
     elif request.kind == K.RUNTIME_EXTENSION and request.job_id:
         change = what_if.with_runtime(request.job_id, request.max_runtime_minutes * 60.0)
     elif request.kind == K.BURST:
-        quota = Quota.objects.filter(tenant=request.tenant, gpu_model=request.gpu_model).first()
-        change = what_if.with_limit(tenant, request.gpu_model, extra=request.gpus,
-                                    guaranteed=None if quota else 0, limit=None if quota else 0)
+        # a burst raises the limit of a quota row while in force; without a row, or before its start, the next
+        # pass sees no change (``tenants.quotas.effective_quotas``)
+        row = next((q for q in quotas.effective_quotas(Quota.objects.filter(
+            tenant=request.tenant, gpu_model=request.gpu_model), now)), None)
+        if row is None or not (request.start <= now < request.end):
+            change = what_if.unchanged
+        else:
+            change = what_if.with_limit(tenant, request.gpu_model, row.guaranteed, row.effective_limit + request.gpus,
+                                        row.department)
     elif request.kind == K.RESERVATION:
         change = what_if.with_reservation(tenant, request.gpu_model, request.gpus, request.start.timestamp(),
                                           request.end.timestamp())
     elif request.kind == K.QUOTA:
-        change = what_if.with_limit(tenant, request.gpu_model, guaranteed=request.guaranteed, limit=request.limit)
+        burst = quotas.active_bursts(now, {tenant}).get((tenant, request.gpu_model), 0)
+        department = request.tenant.department.name if request.tenant.department_id else ""
+        change = what_if.with_limit(tenant, request.gpu_model, request.guaranteed, request.limit + burst, department)
     else:
-        return {}
-    return what_if.what_if(change, tenant)
+        return None
+    return change
 
 
 def _scope(kind: str, impact: dict) -> str:
@@ -213,11 +242,22 @@ def _scope(kind: str, impact: dict) -> str:
     return ApproverScope.TENANT
 
 
-def submit_request(user, data) -> PriorityRequest:
+def own_jobs_preempted(request: PriorityRequest) -> list[Job]:
+    """The requester's own running jobs that approving ``request`` now would preempt (from its preview)."""
+    ids = [entry["job"] for entry in request.impact.get("preempts", ()) if isinstance(entry.get("job"), int)]
+    return list(Job.objects.filter(pk__in=ids, owner_id=request.requester_id).order_by("pk")) if ids else []
+
+
+def submit_request(user, data, confirm=None) -> PriorityRequest | None:
+    """Check and store a request with its preview. ``confirm`` (the page's) sees the previewed request before
+    it is stored and may stop it (returning False): the page first names the requester's own jobs it would
+    stop."""
     fields = validate_request(user, data)
     request = PriorityRequest(requester=user, expires_at=timezone.now() + timedelta(
         hours=settings.GOVERNANCE["REQUEST_TTL_HOURS"]), **fields)
     request.impact = impact_of(request)
+    if confirm is not None and not confirm(request):
+        return None
     request.scope = _scope(request.kind, request.impact)
     request.save()
     _announce_submitted(request)
@@ -228,9 +268,8 @@ def request_admission(job: Job) -> PriorityRequest:
     """A job whose task type needs approval waits in ``pending`` with this request for the tenant's approvers."""
     request = PriorityRequest.objects.create(
         kind=K.ADMISSION, scope=ApproverScope.TENANT, tenant=job.tenant, requester=job.owner, job=job,
-        task_type=job.task_type, justification=_("Task type %(t)s needs approval before the job may queue.") % {
-            "t": job.task_type.name}, expires_at=timezone.now() + timedelta(
-            hours=settings.GOVERNANCE["REQUEST_TTL_HOURS"]))
+        task_type=job.task_type, justification=ADMISSION_JUSTIFICATION % {"t": job.task_type.name},
+        expires_at=timezone.now() + timedelta(hours=settings.GOVERNANCE["REQUEST_TTL_HOURS"]))
     _announce_submitted(request)
     return request
 
@@ -240,7 +279,7 @@ def _announce_submitted(request: PriorityRequest) -> None:
     notify([u for u in approvers if u.pk != request.requester_id], NotificationKind.REQUEST_SUBMITTED,
            lambda: _("%(user)s asks: %(kind)s (%(tenant)s)") % {"user": request.requester.get_username(),
                                                      "kind": request.get_kind_display(), "tenant": request.tenant.name},
-           request.justification, request.get_absolute_url())
+           lambda: request.justification_text, request.get_absolute_url())
 
 
 # --- deciding ----------------------------------------------------------------------------------------------
@@ -306,13 +345,15 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
     who = user.get_username()
     if request.kind == K.ADMISSION:
         job = request.job
-        job_actions.approve_admission(job, _("Approved by %(u)s. %(c)s") % {"u": who, "c": comment}, user)
+        job_actions.approve_admission(job, Phrase(gettext_noop("Approved by %(u)s. %(c)s") if comment else
+                                                  gettext_noop("Approved by %(u)s."), {"u": who, "c": comment}), user)
         return {"job": job.pk, "status": job.status}
     if request.kind == K.PRIORITY:
         job = Job.objects.select_related("task_type").get(pk=request.job_id)
         before = job_actions.change_task_type(
-            job, request.task_type, _("Priority raised to %(t)s (%(p)d) by %(u)s's approval of request #%(r)d.") % {
-                "t": request.task_type.name, "p": request.task_type.priority, "u": who, "r": request.pk},
+            job, request.task_type, Phrase(gettext_noop(
+                "Priority raised to %(t)s (%(p)d) by %(u)s's approval of request #%(r)d."), {
+                "t": request.task_type.name_phrase, "p": request.task_type.priority, "u": who, "r": request.pk}),
             actor=user, data={"request": request.pk})
         return {"job": job.pk, "before": before, "task_type": request.task_type.code,
                 "priority": request.task_type.priority}
@@ -320,8 +361,8 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
         job = Job.objects.get(pk=request.job_id)
         before = job_actions.extend_runtime(
             job, request.max_runtime_minutes,
-            _("Max runtime extended from %(a)d to %(b)d minutes by %(u)s (request #%(r)d).") % {
-                "a": job.max_runtime_minutes, "b": request.max_runtime_minutes, "u": who, "r": request.pk},
+            Phrase(gettext_noop("Max runtime extended from %(a)d to %(b)d minutes by %(u)s (request #%(r)d)."), {
+                "a": job.max_runtime_minutes, "b": request.max_runtime_minutes, "u": who, "r": request.pk}),
             actor=user, data={"request": request.pk})
         return {"job": job.pk, "max_runtime_minutes_before": before,
                 "max_runtime_minutes": request.max_runtime_minutes}
@@ -340,7 +381,9 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
 
 def _refuse(user, request: PriorityRequest, comment: str) -> dict:
     if request.kind == K.ADMISSION and job_actions.refuse_admission(
-            request.job, _("Not approved by %(u)s. %(c)s") % {"u": user.get_username(), "c": comment}, user):
+            request.job, Phrase(gettext_noop("Not approved by %(u)s. %(c)s") if comment else
+                                gettext_noop("Not approved by %(u)s."), {"u": user.get_username(), "c": comment}),
+            user):
         return {"job": request.job_id, "status": JobStatus.CANCELLED}
     return {}
 
@@ -354,11 +397,12 @@ def expire(request: PriorityRequest, now=None) -> bool:
             return False
         request.state = RequestState.EXPIRED
         if request.kind == K.ADMISSION and request.job:
-            job_actions.refuse_admission(request.job, _("Nobody approved it within %(h)g hours; the request "
-                                                        "expired.") % {"h": settings.GOVERNANCE["REQUEST_TTL_HOURS"]})
+            job_actions.refuse_admission(request.job, Phrase(gettext_noop(
+                "Nobody approved it within %(h)g hours; the request expired."), {
+                "h": settings.GOVERNANCE["REQUEST_TTL_HOURS"]}))
         audit.record(AuditAction.REQUEST_EXPIRE, request, actor=None, before={"state": RequestState.PENDING},
-                     after={"state": RequestState.EXPIRED}, reason=_("Undecided until %(t)s.") % {
-                         "t": request.expires_at.isoformat(timespec="minutes")})
+                     after={"state": RequestState.EXPIRED}, reason=Phrase(gettext_noop("Undecided until %(t)s."), {
+                         "t": request.expires_at.isoformat(timespec="minutes")}))
     notify([request.requester], NotificationKind.REQUEST_DECIDED,
            lambda: _("Your request #%(id)d expired undecided") % {"id": request.pk}, "", request.get_absolute_url())
     return True

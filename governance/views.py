@@ -36,13 +36,24 @@ def request_list(request):
 def request_new(request):
     form = RequestForm(request.POST or None, user=request.user, initial={
         k: request.GET[k] for k in ("kind", "job", "tenant", "gpu_model") if k in request.GET})
+    own_preemptions = []
     if request.method == "POST":
-        created = form.submit()
+        # A request that would stop the requester's own running jobs names them first and is sent only when
+        # the requester confirms ("preempt").
+        confirmed = request.POST.get("own_jobs") == "preempt"
+
+        def confirm(previewed) -> bool:
+            if not confirmed:
+                own_preemptions.extend(services.own_jobs_preempted(previewed))
+            return not own_preemptions
+
+        created = form.submit(confirm)
         if created is not None:
             messages.success(request, _("Request #%(id)d sent to %(who)s.") % {
                 "id": created.pk, "who": created.get_scope_display().lower()})
             return redirect("governance:request-detail", pk=created.pk)
-    return render(request, "governance/request_form.html", {"form": form}, status=400 if form.errors else 200)
+    return render(request, "governance/request_form.html", {"form": form, "own_preemptions": own_preemptions},
+                  status=400 if form.errors else 200)
 
 
 def _detail_page(request, item, comment: str = "", comment_error: str = "", status: int = 200):

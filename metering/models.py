@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q, Value
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
 from gpuportal.models import TimeStampedModel
@@ -173,6 +174,10 @@ class MonthlyReport(models.Model):
     reason = models.CharField(_("reason"), max_length=500)
     superseded_at = models.DateTimeField(null=True, blank=True)
 
+    #: The reason the beat task records. Stored in English and shown in the reader's language (``reason_text``):
+    #: stored translated, the sentence stayed in the language of the worker that froze the month.
+    FROZEN_REASON = gettext_noop("Frozen after the month closed.")
+
     class Meta:
         ordering = ["-month", "-generated_at"]
         indexes = [models.Index(fields=["month", "tenant"])]
@@ -187,6 +192,37 @@ class MonthlyReport(models.Model):
 
     def __str__(self):
         return f"{self.month:%Y-%m} {self.tenant or 'platform'} ({self.generated_at:%Y-%m-%d %H:%M})"
+
+    @property
+    def reason_text(self) -> str:
+        """The reason in the reader's language where it is the portal's own sentence; an admin's words as written."""
+        return gettext(self.FROZEN_REASON) if self.reason == self.FROZEN_REASON else self.reason
+
+
+class StoredReviewPack(models.Model):
+    """A frozen month's review pack as it was first rendered, per format and language.
+
+    Rendering a pack takes seconds (charts, the PDF layout), and a frozen month's figures do not change, so the
+    bytes are kept and served again. ``digest`` names what the pack was made from (the snapshot's figures and
+    the previous month's snapshot it is compared with): when either is regenerated the digest changes and the
+    old rendering is simply no longer asked for (it goes with its snapshot)."""
+
+    snapshot = models.ForeignKey(MonthlyReport, on_delete=models.CASCADE, related_name="+")
+    digest = models.CharField(max_length=64)
+    language = models.CharField(max_length=16)
+    fmt = models.CharField(max_length=8)
+    # the reader's zone: the pack says when its live parts were read, in the zone of whoever downloads it
+    time_zone = models.CharField(max_length=64)
+    filename = models.CharField(max_length=200)
+    content = models.BinaryField()
+    rendered_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["snapshot", "digest", "language", "fmt", "time_zone"],
+                                               name="metering_one_stored_pack")]
+
+    def __str__(self):
+        return f"{self.snapshot} {self.language} {self.fmt}"
 
 
 class ImprovementMetric(models.TextChoices):

@@ -50,15 +50,18 @@ class HostSampler:
             tx += int(self._read(iface / "statistics" / "tx_bytes") or 0)
         return rx, tx
 
-    def _infiniband(self) -> tuple[int, int]:
-        """port_rcv_data / port_xmit_data count 4-byte words."""
+    def _infiniband(self) -> tuple[int, int] | None:
+        """port_rcv_data / port_xmit_data count 4-byte words; None on a node without InfiniBand ports (its
+        readings then say nothing of InfiniBand rather than "0 B/s")."""
         rx = tx = 0
+        ports = 0
         root = self.sys / "class" / "infiniband"
         for device in (root.iterdir() if root.is_dir() else []):
             for port in ((device / "ports").iterdir() if (device / "ports").is_dir() else []):
+                ports += 1
                 rx += 4 * int(self._read(port / "counters" / "port_rcv_data") or 0)
                 tx += 4 * int(self._read(port / "counters" / "port_xmit_data") or 0)
-        return rx, tx
+        return (rx, tx) if ports else None
 
     def _disk_read(self) -> int:
         """Bytes read from whole disks (sectors of 512 bytes; partitions and virtual devices left out)."""
@@ -95,8 +98,9 @@ class HostSampler:
 
             result["net_rx_bytes_per_s"] = rate(counters["net"][0], previous["net"][0])
             result["net_tx_bytes_per_s"] = rate(counters["net"][1], previous["net"][1])
-            result["ib_rx_bytes_per_s"] = rate(counters["ib"][0], previous["ib"][0])
-            result["ib_tx_bytes_per_s"] = rate(counters["ib"][1], previous["ib"][1])
+            if counters["ib"] is not None and previous["ib"] is not None:
+                result["ib_rx_bytes_per_s"] = rate(counters["ib"][0], previous["ib"][0])
+                result["ib_tx_bytes_per_s"] = rate(counters["ib"][1], previous["ib"][1])
             result["disk_read_bytes_per_s"] = rate(counters["disk"], previous["disk"])
         return result
 
@@ -104,16 +108,18 @@ class HostSampler:
 class SimulatedHostSampler:
     """Plausible host readings for simulated nodes (a busy training box: high NIC/IB, steady reads)."""
 
-    def __init__(self, seed: int = 0, busy: float = 0.5):
+    def __init__(self, seed: int = 0, busy: float = 0.5, infiniband: bool = True):
         import random
 
         self.rng = random.Random(seed)
         self.busy = busy
+        self.infiniband = infiniband  # False: an Ethernet-only node, no InfiniBand counters
 
     def sample(self) -> dict:
         r, b = self.rng, self.busy
         return {"cpu_count": 128, "memory_total_mb": 2_097_152, "cpu_percent": round(5 + 60 * b + r.uniform(0, 5), 1),
                 "memory_percent": round(10 + 50 * b + r.uniform(0, 3), 1),
                 "net_rx_bytes_per_s": int(2e8 * b + r.uniform(0, 1e6)), "net_tx_bytes_per_s": int(1e8 * b),
-                "ib_rx_bytes_per_s": int(1.2e10 * b * r.uniform(0.8, 1.0)), "ib_tx_bytes_per_s": int(1.1e10 * b),
+                "ib_rx_bytes_per_s": int(1.2e10 * b * r.uniform(0.8, 1.0)) if self.infiniband else None,
+                "ib_tx_bytes_per_s": int(1.1e10 * b) if self.infiniband else None,
                 "disk_read_bytes_per_s": int(4e8 * b * r.uniform(0.5, 1.0))}

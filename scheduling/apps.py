@@ -10,11 +10,12 @@ class SchedulingConfig(AppConfig):
 
     def ready(self):
         # Models can be imported only once the app registry is ready, so not at the top of this module.
+        from audit.changes import audit_values
         from audit.models import AuditAction
         from audit.registry import audit_changes
         from fleet import occupancy, signals
         from scheduling.jobs.occupancy import JobOccupancy, mark_jobs_hit_by_fault, pass_after_capacity_change
-        from scheduling.models import Job, JobEvent, JobGroup, Reservation
+        from scheduling.models import PREEMPTION_RULES, Job, JobEvent, JobGroup, Reservation
 
         occupancy.register(JobOccupancy())
         # Every change of a job writes a JobEvent: a note() (a hold, a longer runtime, a new task type — updates
@@ -24,5 +25,6 @@ class SchedulingConfig(AppConfig):
         pagecache.watch(Job, JobEvent, JobGroup)
         signals.hardware_fault.connect(mark_jobs_hit_by_fault, dispatch_uid="scheduling-hardware-fault")
         signals.capacity_changed.connect(pass_after_capacity_change, dispatch_uid="scheduling-capacity-changed")
+        audit_values(PREEMPTION_RULES)  # the audit log reads a recorded preemption rule in these words too
         audit_changes(Reservation, AuditAction.RESERVATION_CREATE, AuditAction.RESERVATION_CHANGE,
                       AuditAction.RESERVATION_DELETE, ["tenant", "gpu_model", "gpus", "start", "end"])

@@ -8,19 +8,24 @@ assigns ``status``.
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from fleet.models import Node
 from gpuportal.storage import pagecache
+from gpuportal.storage.db import bulk_set
 from gpuportal.text import phrases
+from gpuportal.text.phrases import Phrase
 from scheduling.models import (
     ACTIVE_STATUSES,
     INFRASTRUCTURE_FAILURES,
+    OUTCOME_OF_STATUS,
     TERMINAL_STATUSES,
+    FailureCategory,
     Job,
     JobAllocation,
+    JobAttempt,
     JobEvent,
     JobQueueState,
     JobStatus,
@@ -45,6 +50,8 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 _TIMESTAMP_FOR = {S.ADMITTED: "admitted_at", S.RUNNING: "started_at"}
+#: Statuses a job may be requeued from: its run is over, so the job row no longer shows that run's moments.
+_RUN_OVER = (*ACTIVE_STATUSES, S.PREEMPTED)
 
 
 class InvalidTransition(Exception):
@@ -125,6 +132,9 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
         updates.setdefault(_TIMESTAMP_FOR[to_status], at)
     if to_status in TERMINAL_STATUSES:
         updates.setdefault("finished_at", at)
+    if to_status == S.QUEUED and from_status in _RUN_OVER:  # the attempt is history (``JobAttempt``)
+        updates.setdefault("admitted_at", None)
+        updates.setdefault("started_at", None)
     with transaction.atomic():
         if skip_moved:
             jobs = still_in(jobs, from_status, to_status)
@@ -141,11 +151,47 @@ def transition_many(jobs: list[Job], to_status: str, reasons: dict[int, str], *,
             JobEvent(job=job, at=at, from_status=from_status, to_status=to_status, reason=reasons[job.pk],
                      actor=actor, data={**((data or {}).get(job.pk) or {}), **phrases.data_of(reasons[job.pk])})
             for job in jobs], batch_size=2000)
+        _record_attempts(jobs, from_status, to_status, events, at, updates, data or {})
         for job in jobs:
             for name, value in updates.items():
                 setattr(job, name, value)
         _announce(jobs, from_status, to_status, reasons, actor, at)
     return events
+
+
+def _record_attempts(jobs, from_status, to_status, events, at, updates: dict, data: dict) -> None:
+    """Open an attempt on admission, stamp its start when the program runs, end it when the job stops holding
+    its GPUs: how (the status it went to, the failure's category), why (the event) and the log lines the
+    diagnosis kept."""
+    ids = [job.pk for job in jobs]
+    if to_status == S.ADMITTED:
+        numbers = dict(JobAttempt.objects.filter(job_id__in=ids).values("job_id").annotate(
+            last=models.Max("number")).values_list("job_id", "last"))
+        JobAttempt.objects.bulk_create([
+            JobAttempt(job=job, number=max(job.retry_count + 1, numbers.get(job.pk, 0) + 1), admitted_at=at)
+            for job in jobs], batch_size=2000)
+    elif to_status == S.RUNNING:
+        JobAttempt.objects.filter(job_id__in=ids, ended_at__isnull=True).update(started_at=at)
+    elif from_status in ACTIVE_STATUSES and to_status not in ACTIVE_STATUSES:
+        event_of = {event.job_id: event for event in events}
+        open_attempts = list(JobAttempt.objects.filter(job_id__in=ids, ended_at__isnull=True))
+        for attempt in open_attempts:
+            about = data.get(attempt.job_id) or {}
+            attempt.ended_at, attempt.outcome = at, OUTCOME_OF_STATUS[to_status]
+            attempt.end_event_id = event_of[attempt.job_id].pk if attempt.job_id in event_of else None
+            attempt.failure_category = (FailureCategory.PREEMPTED if to_status == S.PREEMPTED else str(
+                about.get("category") or updates.get("failure_category") or ""))
+            attempt.log_tail = list((about.get("evidence") or {}).get("log_tail") or [])
+        bulk_set(JobAttempt, open_attempts, ["ended_at", "outcome", "end_event", "failure_category", "log_tail"])
+
+
+def keep_attempt_log(job: Job, lines) -> None:
+    """Keep the last lines of the job's attempt that just ended, read before the cluster lets them go (a
+    preemption): the job page and the API show them as that attempt's log."""
+    if lines:
+        last = JobAttempt.objects.filter(job=job, ended_at__isnull=False).order_by("-number").first()
+        if last is not None and not last.log_tail:
+            JobAttempt.objects.filter(pk=last.pk).update(log_tail=list(lines))
 
 
 def fail_or_retry(job: Job, diagnosis: dict, *, reason: str = "", at=None) -> JobEvent:
@@ -159,10 +205,13 @@ def fail_or_retry(job: Job, diagnosis: dict, *, reason: str = "", at=None) -> Jo
     limit = job.task_type.infrastructure_retries
     infrastructure = diagnosis["category"] in INFRASTRUCTURE_FAILURES
     if infrastructure and job.retry_count >= limit:  # the diagnosis' "retried automatically" no longer holds
-        diagnosis = {**diagnosis, "advice": _(
+        advice = Phrase(gettext_noop(
             "Retried %(n)d times on other nodes, failing each time: submit it again later, and tell the platform "
-            "admins if it keeps failing.") % {"n": limit} if limit else _(
-            "Its task type is not retried automatically: submit it again.")}
+            "admins if it keeps failing."), {"n": limit}) if limit else Phrase(gettext_noop(
+            "Its task type is not retried automatically: submit it again."))
+        # its phrase replaces the diagnosis' too, so that the page reads this advice in its reader's language
+        diagnosis = {**diagnosis, "advice": advice,
+                     "phrases": {**(diagnosis.get("phrases") or {}), "advice": advice.stored()}}
     attempts = [*state.get("attempts", []), {"attempt": job.retry_count, "at": at.isoformat(), **diagnosis}]
     if not infrastructure or job.retry_count >= limit:
         return transition(job, S.FAILED, reason or diagnosis["message"], at=at, data=diagnosis,
@@ -176,10 +225,11 @@ def fail_or_retry(job: Job, diagnosis: dict, *, reason: str = "", at=None) -> Jo
             avoid.add(pk)
             since[str(pk)] = at.isoformat()
     checkpoint = job.checkpoints.first()
-    text = _("Attempt %(a)d failed: %(msg)s Retrying (%(n)d of %(max)d)%(away)s%(resume)s.") % {
+    text = Phrase(gettext_noop("Attempt %(a)d failed: %(msg)s Retrying (%(n)d of %(max)d)%(away)s%(resume)s."), {
         "a": job.retry_count + 1, "msg": diagnosis["message"], "n": job.retry_count + 1, "max": limit,
-        "away": _(" away from %(node)s") % {"node": diagnosis["node"]} if diagnosis.get("node") else "",
-        "resume": _(", resuming from %(p)s") % {"p": checkpoint.path} if checkpoint else ""}
+        "away": Phrase(gettext_noop(" away from %(node)s"), {"node": diagnosis["node"]}) if diagnosis.get("node")
+        else "",
+        "resume": Phrase(gettext_noop(", resuming from %(p)s"), {"p": checkpoint.path}) if checkpoint else ""})
     return transition(job, S.QUEUED, text, at=at, data=diagnosis, retry_count=job.retry_count + 1, cluster=None,
                       executor_state={"attempts": attempts, "avoid_nodes": sorted(avoid), "avoid_since": since,
                                       "resume_from": checkpoint.path if checkpoint else "",

@@ -5,12 +5,13 @@ A job's ``status`` is written only by :func:`scheduling.lifecycle.transition`, w
 """
 
 from datetime import timedelta
+from typing import TypedDict
 
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
 from django.utils.timezone import localtime
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
 from fleet.models import GPU, Cluster
@@ -53,6 +54,41 @@ class TaskType(TimeStampedModel):
 
     def __str__(self):
         return self.name
+
+    @property
+    def display_name(self) -> str:
+        """The name in the reader's language when it is one of the names a site starts with; a name the site
+        entered itself reads as entered."""
+        return gettext(self.name) if self.name in STARTING_TASK_TYPE_NAMES else self.name
+
+    @property
+    def name_phrase(self) -> str:
+        """The name for a stored sentence (``gpuportal.text.phrases``): a starting name as a phrase, so the
+        sentence reads it in the reader's language; any other name as entered."""
+        return phrases.Phrase(self.name) if self.name in STARTING_TASK_TYPE_NAMES else self.name
+
+    @property
+    def label(self) -> str:
+        """"Research experiment (priority 50)" in the reader's language."""
+        return task_type_label(self.display_name, self.priority)
+
+
+def task_type_label(name: str, priority: int) -> str:
+    """A task type with its priority, "Research experiment (priority 50)", in the reader's language (the job page,
+    the queue, the forms: one pattern)."""
+    return gettext("%(name)s (priority %(p)d)") % {"name": name, "p": priority}
+
+
+def task_type_display_name(name: str) -> str:
+    """``TaskType.display_name`` for a name read without its row (the queue's rows carry the name only)."""
+    return gettext(name) if name in STARTING_TASK_TYPE_NAMES else name
+
+
+#: The task types' names a site starts with (the demo's, the defaults the docs suggest): translated on the pages.
+STARTING_TASK_TYPE_NAMES = frozenset({
+    gettext_noop("Inference service"), gettext_noop("Production training"), gettext_noop("Research experiment"),
+    gettext_noop("Notebook"), gettext_noop("Evaluation"), gettext_noop("Test"),
+})
 
 
 class JobStatus(models.TextChoices):
@@ -308,6 +344,8 @@ class Job(TimeStampedModel):
     memory_mib = models.PositiveIntegerField(_("memory per node (MiB)"), default=0)
     held_by = models.CharField(_("held by"), max_length=10, blank=True, choices=HeldBy.choices)
     requeue_on_preemption = models.BooleanField(_("requeue when preempted"), default=True)
+    spare_own_jobs = models.BooleanField(_("spare my running jobs"), default=False, help_text=_(
+        "Never preempt a running job of the same owner to start this one (it waits instead)."))
     retry_count = models.PositiveIntegerField(_("retries"), default=0)
     priority = models.IntegerField(_("priority"), help_text=_("Copied from the task type at submission."))
 
@@ -531,6 +569,7 @@ class JobEvent(models.Model):
         EXECUTOR = "executor", _("Cluster action")
         RETRY = "retry", _("Automatic retry")
         RECONCILE = "reconcile", _("Reconciliation")
+        PREEMPTION = "preemption", _("Preemption")
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(_("time"), db_index=True)
@@ -560,6 +599,88 @@ class JobEvent(models.Model):
             except (KeyError, TypeError, ValueError):
                 return self.reason
         return phrases.read(self.reason, self.data)
+
+
+#: The engine's preemption rules in words (the engine names them by a short English key). The one table of them:
+#: the timeline's stored phrases, the job page, the request preview and the audit log read it (the stored phrases
+#: keep these message ids, so the words change here and in the catalogue, not the ids).
+PREEMPTION_RULES = {
+    "reclaim within guarantee": gettext_noop("reclaim within guarantee"),
+    "higher priority class": gettext_noop("higher priority class"),
+}
+
+
+def rule_words(rule: str) -> str:
+    """A preemption rule in the reader's language (an unknown key as it is)."""
+    return gettext(PREEMPTION_RULES[rule]) if rule in PREEMPTION_RULES else rule
+
+
+class PreemptedBy(TypedDict):
+    """Kept with a preempted job's event: who stopped it and by which rule (the page names the preemptor to readers
+    who may see it)."""
+
+    preemptor: int
+    preemptor_tenant: str
+    preemptor_owner: int
+    rule: str
+
+
+class StoppedNote(TypedDict):
+    """Kept with the preemptor's note, one per job it stopped."""
+
+    victim: int
+    victim_tenant: str
+    victim_owner: int
+    rule: str
+
+
+class AttemptOutcome(models.TextChoices):
+    """How one run of a job ended (empty while it holds its GPUs)."""
+
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    RETRIED = "retried", _("Failed, retried")
+    PREEMPTED = "preempted", _("Preempted")
+    CANCELLED = "cancelled", _("Cancelled")
+
+
+#: How an attempt ends, by the status its job leaves the active statuses for.
+OUTCOME_OF_STATUS = {JobStatus.SUCCEEDED: AttemptOutcome.SUCCEEDED, JobStatus.FAILED: AttemptOutcome.FAILED,
+                     JobStatus.QUEUED: AttemptOutcome.RETRIED, JobStatus.PREEMPTED: AttemptOutcome.PREEMPTED,
+                     JobStatus.CANCELLED: AttemptOutcome.CANCELLED}
+
+
+class JobAttempt(models.Model):
+    """One run of a job: from its admission (GPUs given) to the moment it stopped holding them.
+
+    A job runs more than once when it is preempted and requeued or retried after an infrastructure failure; the
+    job row says only what the current attempt does, these rows keep every one (written by ``lifecycle``). Where
+    an attempt ran is in the job's allocations of its period; ``end_event`` says why it ended; ``log_tail`` is what
+    the portal kept of its log once the cluster no longer has it.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField(_("attempt"))
+    admitted_at = models.DateTimeField(_("admitted"))
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    ended_at = models.DateTimeField(_("ended"), null=True, blank=True)
+    outcome = models.CharField(_("outcome"), max_length=16, choices=AttemptOutcome.choices, blank=True)
+    failure_category = models.CharField(_("failure category"), max_length=20, choices=FailureCategory.choices,
+                                        blank=True)
+    end_event = models.ForeignKey(JobEvent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    log_tail = models.JSONField(_("kept log lines"), default=list, blank=True)
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [models.UniqueConstraint(fields=["job", "number"], name="attempt_unique_number_per_job")]
+        verbose_name = _("attempt")
+        verbose_name_plural = _("attempts")
+
+    def __str__(self):
+        return f"{self.job_id} attempt {self.number}"
+
+    def get_outcome_display(self) -> str:
+        return label_of(AttemptOutcome, self.outcome)
 
 
 class JobCheckpoint(models.Model):

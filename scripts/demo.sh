@@ -23,6 +23,7 @@ cat <<MSG
     carol  approver + researcher, vision  erin   researcher, tenant speech
     frank  tenant admin, nlp              dave   manager (all tenants, read-only)
     admin  platform admin (all tenants, read-write; Django admin at /admin/)
+  Django's technical error pages instead of the portal's own: DEBUG=1 make demo.
   Stop with Ctrl-C.
 
 MSG

@@ -287,6 +287,29 @@ def launch_chromium(playwright):
             "--disable-component-update", "--disable-sync", "--no-first-run"])
 
 
+def login(page, url: str, username: str) -> None:
+    """Signs a demo user in through the sign-in form, as a person does, and waits for the dashboard."""
+    page.goto(f"{url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "demo")
+    page.click("main button[type=submit]")
+    page.wait_for_url(f"{url}/")
+
+
+def logout(page) -> None:
+    """Signs out through the header's button and waits for the sign-in page. At a phone's width the menu that
+    holds the button is folded: a test there widens the window first."""
+    page.click("header button.link")
+    page.wait_for_selector("#id_username")
+
+
+def choose_language(page, language: str) -> None:
+    """Picks the site's language in the header (it applies at once, static/js/menu.js) and waits for the page to
+    be in it."""
+    page.select_option("#id_site_language", language)
+    page.wait_for_function(f"document.documentElement.lang === '{language}'")
+
+
 @pytest.fixture
 def page(live_server, monkeypatch):
     require_chromium()

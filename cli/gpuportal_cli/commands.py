@@ -358,8 +358,11 @@ def quota(ctx: Context) -> int:
 def queue(ctx: Context) -> int:
     data = ctx.portal().collect("/api/queue/", {"cluster": ctx.args.cluster})
     return ctx.emit(data, lambda d: render.table(
-        [_("POS"), _("JOB"), _("TENANT"), _("TYPE"), _("PRIORITY"), _("SIZE"), _("ESTIMATED START"), _("WHY")],
-        [[r["position"], r["job"], r["tenant"], r["task_type"], r["priority"], r["size"],
+        [_("GPU MODEL"), _("POS"), _("JOB"), _("TENANT"), _("TYPE"), _("PRIORITY"), _("SIZE"), _("ESTIMATED START"),
+         _("WHY")],
+        # the place among the jobs waiting for the same model: the order in which that model's GPUs go
+        [[r.get("gpu_model") or "", r.get("model_position") or r["position"], r["job"], r["tenant"], r["task_type"],
+          r["priority"], r["size"],
           render.when(r.get("estimated_start")), r.get("message") or r["wait_reason"]] for r in d["results"]])
         if d["results"] else _("Nothing waits."))
 

@@ -22,7 +22,6 @@ import logging
 import ldap
 from django.conf import settings
 from django.dispatch import receiver
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 from django_auth_ldap.backend import LDAPBackend, ldap_error
 from django_auth_ldap.config import GroupOfNamesType, LDAPSearch, LDAPSettings
@@ -31,6 +30,7 @@ from directory.actor import DIRECTORY_ACTOR
 from directory.groups import normalize_dn
 from directory.models import AccountSource
 from directory.sync import LinkRefused, bring_in_line, link_account, linked_user, name_taken, refuse_link
+from gpuportal.text.phrases import Phrase
 from gpuportal.web.clients import client_address
 
 logger = logging.getLogger(__name__)
@@ -143,7 +143,8 @@ class LDAPDirectoryBackend(LDAPBackend):
             return None
         address = client_address(self._request.META) if self._request is not None else ""
         bring_in_line(user, account, groups, enabled=enabled, address=address,
-                      reason=_("signed in with LDAP") if enabled else _("disabled in the directory"))
+                      reason=Phrase(gettext_noop("signed in with LDAP") if enabled
+                                    else gettext_noop("disabled in the directory")))
         return user if user.is_active else None
 
     def get_user(self, user_id):

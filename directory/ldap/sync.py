@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 import ldap
 import ldap.filter
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from ldap.controls import SimplePagedResultsControl
 
 from directory.groups import normalize_dn
 from directory.ldap.auth import connection_options, ldap_conf
 from directory.models import AccountSource, DirectoryAccount
 from directory.sync import bring_in_line
+from gpuportal.text.phrases import Phrase
 
 logger = logging.getLogger(__name__)
 
@@ -149,12 +150,12 @@ def _sync_one(connection, conf: dict, snapshot: DirectorySnapshot, account: Dire
             account.identifier = dn = moved
             account.save(update_fields=["identifier", "last_updated"])
     if dn not in snapshot.users:
-        enabled, reason = False, _("no longer in the directory")
+        enabled, reason = False, Phrase(gettext_noop("no longer in the directory"))
     else:
         account.last_seen_at = timezone.now()
         account.save(update_fields=["last_seen_at", "last_updated"])
         enabled = dn not in snapshot.disabled
-        reason = _("directory sync") if enabled else _("disabled in the directory")
+        reason = Phrase(gettext_noop("directory sync") if enabled else gettext_noop("disabled in the directory"))
     changes = bring_in_line(user, account, snapshot.groups_of.get(dn, ()), enabled=enabled, reason=reason)
     report.people += 1
     report.added += len(changes.added)

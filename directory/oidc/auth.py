@@ -29,13 +29,13 @@ from django.contrib.auth import BACKEND_SESSION_KEY, get_user_model
 from django.core.exceptions import SuspiciousOperation
 from django.db import IntegrityError, transaction
 from django.urls import reverse
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
 from directory.models import AccountSource
 from directory.sync import LinkRefused, bring_in_line, link_account, name_taken, refuse_link
+from gpuportal.text.phrases import Phrase
 from gpuportal.web.clients import client_address
 
 logger = logging.getLogger(__name__)
@@ -246,7 +246,8 @@ class OIDCDirectoryBackend(OIDCAuthenticationBackend):
         claims = self._claims
         groups = claims.get(conf["GROUPS_CLAIM"]) or []
         bring_in_line(user, account, [groups] if isinstance(groups, str) else [str(g) for g in groups],
-                      enabled=True, reason=_("signed in with %(provider)s") % {"provider": conf["PROVIDER_NAME"]},
+                      enabled=True, reason=Phrase(gettext_noop("signed in with %(provider)s"), {
+                          "provider": conf["PROVIDER_NAME"]}),
                       address=client_address(self.request.META))
         return user if user.is_active else None
 

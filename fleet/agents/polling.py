@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from fleet import catalogue, health, occupancy, signals
 from fleet.agents import networks
@@ -50,6 +51,8 @@ from fleet.models import GPU, AcceleratorModel, FaultKind, GpuReading, Node, Nod
 from fleet.vendors import DEFAULT_VENDOR, VENDORS, vendor_or_default
 from gpuportal.observability import telemetry
 from gpuportal.storage.db import update_grouped
+from gpuportal.text import phrases
+from gpuportal.text.phrases import Clauses, Phrase
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
 from nodeagent.system import SimulatedHostSampler
@@ -271,7 +274,10 @@ def _simulated_snapshot(node: Node, busy: set[int]) -> dict:
         # the agent backend that simulates the vendor's devices (``Vendor.agent_backend``)
         backend = make_backend(vendor_or_default(catalogue.vendor_of(node.gpu_model)).agent_backend,
                                simulate=count, model=node.gpu_model, seed=node.pk)
-        agent = Agent(backend, node=node.name, host=SimulatedHostSampler(seed=node.pk)).start()
+        # InfiniBand counters only where the node's network is InfiniBand (the simulated fleet names its network
+        # domains "ib-…"); elsewhere the agent reports none, as a real one does on a node without IB ports
+        host = SimulatedHostSampler(seed=node.pk, infiniband=node.network_domain.startswith("ib"))
+        agent = Agent(backend, node=node.name, host=host).start()
         _SIMULATED[node.pk] = agent
     devices = agent.backend.simulation
     for index in range(devices.count):
@@ -313,26 +319,32 @@ def _vendor(snapshot: dict, device: dict | None = None) -> str:
 
 def _gpu_observation(gpu: GPU, reported: dict | None, new_errors: list[dict],
                      vendor: str = DEFAULT_VENDOR) -> health.Observation:
-    critical = [e["message"] for e in new_errors if e.get("critical")]
+    critical = [e["message"] for e in new_errors if e.get("critical")]  # the agent's words, as it wrote them
     if reported is None:
-        return health.Observation(critical=f"GPU {gpu.index} is missing from the agent's inventory.")
+        return health.Observation(critical=Phrase(gettext_noop("GPU %(i)d is missing from the agent's inventory."),
+                                                  {"i": gpu.index}))
     if reported.get("state") == "lost":
-        detail = reported.get("error") or "no answer"
-        xid = f" after XID {reported['last_xid']}" if reported.get("last_xid") else ""
-        through = VENDORS[vendor].agent_reads_through if vendor in VENDORS else "its vendor's tool"
-        lost = f"GPU {gpu.index} stopped answering {through}{xid} ({detail})."
-        return health.Observation(critical=" ".join([lost, *(f"{m}." for m in critical)]))
+        detail = reported.get("error") or Phrase(gettext_noop("no answer"))
+        xid = Phrase(gettext_noop(" after XID %(x)s"), {"x": reported["last_xid"]}) if reported.get("last_xid") else ""
+        through = (VENDORS[vendor].agent_reads_through if vendor in VENDORS
+                   else Phrase(gettext_noop("its vendor's tool")))
+        lost = Phrase(gettext_noop("GPU %(i)d stopped answering %(through)s%(xid)s (%(detail)s)."), {
+            "i": gpu.index, "through": through, "xid": xid, "detail": detail})
+        return health.Observation(critical=Clauses([lost, *(f"{m}." for m in critical)], sentences=True))
     dbe = reported.get("ecc_volatile_dbe") or 0
     if dbe > gpu.ecc_dbe:
-        critical.append(f"Double-bit ECC error on GPU {gpu.index} (volatile count {gpu.ecc_dbe} -> {dbe}).")
+        critical.append(Phrase(gettext_noop("Double-bit ECC error on GPU %(i)d (volatile count %(a)d -> %(b)d)."), {
+            "i": gpu.index, "a": gpu.ecc_dbe, "b": dbe}))
     if critical:
-        return health.Observation(critical=f"GPU {gpu.index}: " + " ".join(critical))
+        return health.Observation(critical=Phrase(gettext_noop("GPU %(i)d: %(what)s"), {
+            "i": gpu.index, "what": Clauses(critical, sentences=True)}))
     soft = []
     if (reported.get("ecc_volatile_sbe") or 0) > gpu.ecc_sbe:
-        soft.append(f"single-bit ECC errors rose to {reported['ecc_volatile_sbe']}")
+        soft.append(Phrase(gettext_noop("single-bit ECC errors rose to %(n)s"), {"n": reported["ecc_volatile_sbe"]}))
     if reported.get("remapped_rows_pending"):
-        soft.append("row remapping pending (reset the GPU when idle)")
-    return health.Observation(soft=f"GPU {gpu.index}: " + "; ".join(soft) + "." if soft else "")
+        soft.append(Phrase(gettext_noop("row remapping pending (reset the GPU when idle)")))
+    return health.Observation(soft=Phrase(gettext_noop("GPU %(i)d: %(what)s."), {
+        "i": gpu.index, "what": Clauses(soft)}) if soft else "")
 
 
 def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> PollReport:
@@ -392,7 +404,8 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
                 if stepped.changed:
                     node_events.append(NodeEvent(node=node, gpu=gpu, at=now, kind=NodeEvent.Kind.HEALTH,
                                                  from_state=gpu.health, to_state=stepped.state, reason=stepped.reason,
-                                                 data={"gpu": gpu.index, "reading": info}))
+                                                 data={"gpu": gpu.index, "reading": info,
+                                                       **phrases.data_of(stepped.reason)}))
                     report.changes.append(f"{node.name}/gpu{gpu.index}: {gpu.health} -> {stepped.state}")
                     if stepped.state == health.UNHEALTHY:
                         faults.append((FaultKind.GPU_FAULT, stepped.reason, node.pk, gpu.pk, gpu.uuid))
@@ -417,7 +430,8 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
         if stepped.changed:
             node_events.append(NodeEvent(node=node, at=now, kind=NodeEvent.Kind.HEALTH, from_state=node.health,
                                          to_state=stepped.state, reason=stepped.reason,
-                                         data={"error": result.error} if result.error else {}))
+                                         data={**({"error": result.error} if result.error else {}),
+                                               **phrases.data_of(stepped.reason)}))
             report.changes.append(f"{node.name}: {node.health} -> {stepped.state}")
             if stepped.state == health.UNHEALTHY:
                 faults.append((FaultKind.NODE_FAULT, stepped.reason, node.pk, None, result.error))

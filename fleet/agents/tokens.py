@@ -14,10 +14,13 @@ import hmac
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.models import Node, NodeEvent
+from gpuportal.text import phrases
+from gpuportal.text.phrases import Phrase
 
 PREFIX = "gpa_"
 
@@ -43,13 +46,15 @@ def issue(node: Node, actor=None) -> str:
     token = token_for(node)
     node.agent_token_hash = hash_token(token)
     node.save(update_fields=["agent_token_version", "agent_token_issued_at", "agent_token_hash"])
+    issued = Phrase(gettext_noop("Agent token version %(v)d issued; earlier tokens revoked."), {
+        "v": node.agent_token_version})
     NodeEvent.objects.create(node=node, at=node.agent_token_issued_at, kind=NodeEvent.Kind.TOKEN,
-                             reason=f"Agent token version {node.agent_token_version} issued; earlier tokens revoked.",
-                             actor=actor, data={"version": node.agent_token_version,
-                                                "fingerprint": node.agent_token_hash[:12]})
+                             reason=issued, actor=actor, data={"version": node.agent_token_version,
+                                                               "fingerprint": node.agent_token_hash[:12],
+                                                               **phrases.data_of(issued)})
     audit.record(AuditAction.TOKEN_ISSUE, node, actor=actor, after={
         "version": node.agent_token_version, "fingerprint": node.agent_token_hash[:12]},
-        reason="Earlier tokens revoked.")
+        reason=Phrase(gettext_noop("Earlier tokens revoked.")))
     return token
 
 

@@ -8,6 +8,8 @@ from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from fleet.agents.networks import address_problem, agent_networks, resolve
+from fleet.models import AdminState
+from fleet.services import MAX_ADMIN_REASON
 from gpuportal.web.api import RequestSerializer, text_field
 
 
@@ -38,6 +40,37 @@ class NodeSerializer(serializers.Serializer):
     agent_version = serializers.CharField()
     last_seen = serializers.DateTimeField(allow_null=True)
     gpus = GPUSerializer(many=True)
+
+
+class NodeAdminStateSerializer(RequestSerializer):
+    """Cordon, drain or reactivate a node (platform admins), for a reason; ``dry_run`` only says what it would
+    touch, as the page's confirmation step does."""
+
+    state = serializers.ChoiceField(choices=AdminState.choices)
+    reason = text_field(MAX_ADMIN_REASON, label=gettext_lazy("Reason"),
+                        help_text="Why: recorded on the node, in the audit log and on every running job's timeline.")
+    dry_run = serializers.BooleanField(default=False, help_text="Only show the running work it would touch.")
+
+
+class AffectedJobSerializer(serializers.Serializer):
+    job = serializers.IntegerField(source="work.job_id")
+    name = serializers.CharField(source="work.name")
+    tenant = serializers.CharField(source="work.tenant")
+    owner = serializers.CharField(source="work.owner")
+    gpus = serializers.IntegerField(source="work.gpus", help_text="GPUs of this node the job holds.")
+    fate = serializers.CharField(help_text="What becomes of the job, in a few words.")
+
+
+class NodeActionSerializer(serializers.Serializer):
+    """What a node action touches: the running jobs, their GPUs and tenants, and what becomes of each."""
+
+    node = serializers.CharField(source="node.name")
+    state = serializers.CharField()
+    applied = serializers.BooleanField(help_text="False for a dry run: nothing was changed.")
+    effect = serializers.CharField(help_text="What the action means for the node and the jobs on it.")
+    jobs = AffectedJobSerializer(many=True)
+    gpus = serializers.IntegerField(help_text="GPUs of the node that running jobs hold.")
+    tenants = serializers.ListField(child=serializers.CharField())
 
 
 def _shape_problem(parts) -> str:

@@ -1,17 +1,28 @@
-"""Endpoints for node agents (bearer token of the node) and the read-only node inventory."""
+"""Endpoints for node agents (bearer token of the node), the node inventory and platform admins' node actions."""
 
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
+from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet import services
 from fleet.agents import tokens as agent_tokens
-from fleet.api.serializers import AgentRegistrationSerializer, NodeSerializer, agent_url_problem
+from fleet.api.serializers import (
+    AgentRegistrationSerializer,
+    NodeActionSerializer,
+    NodeAdminStateSerializer,
+    NodeSerializer,
+    agent_url_problem,
+)
 from fleet.models import Node, NodeEvent
+from gpuportal.text import phrases
+from gpuportal.text.phrases import Phrase
 from gpuportal.web.validation import text_problem
 
 LABEL_FIELDS = {"datacenter": "datacenter", "rack": "rack", "network": "network_domain",
@@ -65,9 +76,10 @@ class AgentRegistrationView(APIView):
             for key, value in updates.items():
                 setattr(node, key, value)
             node.save(update_fields=[*updates, "last_updated"])
+            registered = Phrase(gettext_noop("Agent registered at %(url)s."), {"url": node.agent_url})
             NodeEvent.objects.create(node=node, at=timezone.now(), kind=NodeEvent.Kind.REGISTRATION,
-                                     reason=f"Agent registered at {node.agent_url}.",
-                                     data={"before": before, "after": updates})
+                                     reason=registered,
+                                     data={"before": before, "after": updates, **phrases.data_of(registered)})
         return Response(NodeSerializer(node).data)
 
 
@@ -81,3 +93,18 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return Node.objects.select_related("cluster").prefetch_related("gpus").order_by("name")
+
+    @extend_schema(request=NodeAdminStateSerializer, responses={200: NodeActionSerializer})
+    @action(detail=True, methods=["post"], url_path="admin-state")
+    def admin_state(self, request, name=None):
+        """Platform admins: cordon, drain or reactivate the node, for a reason (400 without one). The answer lists
+        the running jobs it touches and what becomes of each (both keep running to their end); with ``dry_run``
+        nothing changes. Each running job's timeline records the action with its reason."""
+        node = self.get_object()
+        body = NodeAdminStateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        state, reason = body.validated_data["state"], body.validated_data["reason"].strip()
+        preview = services.preview_admin_state(request.user, node, state)
+        if not body.validated_data["dry_run"]:
+            services.set_node_admin_state(request.user, node, state, reason)
+        return Response(NodeActionSerializer({**preview.__dict__, "applied": not body.validated_data["dry_run"]}).data)

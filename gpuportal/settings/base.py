@@ -111,6 +111,8 @@ MAX_FORM_BODY_BYTES = env_int("GPUPORTAL_MAX_FORM_MB", 6) * 2**20
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# Where the portal's formats differ from Django's (figures grouped by thousands in Chinese too).
+FORMAT_MODULE_PATH = ["gpuportal.text.formats"]
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

@@ -9,6 +9,7 @@ fires the beat schedule declared in gpuportal/celery.py itself."""
 from gpuportal.settings.base import BASE_DIR, database
 from gpuportal.settings.development import *  # noqa: F403
 from gpuportal.settings.environment import env_bool, env_is_set, env_optional, env_str_or_default
+from gpuportal.settings.security import PORTAL_PASSWORD_HASHERS
 from gpuportal.settings.tuning import *  # noqa: F403
 
 DATABASES = {"default": database(env_str_or_default("DATABASE_URL",
@@ -16,3 +17,4 @@ DATABASES = {"default": database(env_str_or_default("DATABASE_URL",
 CELERY_BROKER_URL = env_str_or_default("CELERY_BROKER_URL", "memory://localhost/")
 CELERY_RESULT_BACKEND = env_optional("CELERY_RESULT_BACKEND")
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", not env_is_set("CELERY_BROKER_URL"))
+PASSWORD_HASHERS = PORTAL_PASSWORD_HASHERS

@@ -12,7 +12,7 @@ from gpuportal.settings.audit import audit_settings
 from gpuportal.settings.base import PORTAL_APPS, PORTAL_URL, QUIET_CHECKS, database
 from gpuportal.settings.environment import env_bool, env_int, env_list, env_required, env_str, split_list
 from gpuportal.settings.observability import logging_config
-from gpuportal.settings.security import EMBEDDED_SECRET_KEY
+from gpuportal.settings.security import EMBEDDED_SECRET_KEY, PORTAL_PASSWORD_HASHERS
 from gpuportal.settings.topics import *  # noqa: F403
 from gpuportal.settings.tuning import *  # noqa: F403
 from gpuportal.settings.workloads import with_workload_host, workload_settings
@@ -20,6 +20,7 @@ from gpuportal.settings.workloads import with_workload_host, workload_settings
 ENVIRONMENT = "production"
 SECRET_KEY = env_required("SECRET_KEY")
 DEBUG = env_bool("DEBUG", False)
+PASSWORD_HASHERS = PORTAL_PASSWORD_HASHERS
 _HOSTS = split_list(env_required("ALLOWED_HOSTS"))
 DATABASES = {"default": database(env_required("DATABASE_URL"))}
 CELERY_BROKER_URL = env_required("CELERY_BROKER_URL")

@@ -14,6 +14,15 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# New passwords are stored as Argon2id at OWASP's parameters (accounts/hashers.py: why, and the figures); the
+# hashers after it only read hashes stored before, which are rewritten as Argon2id at the next sign-in. Bound as
+# PASSWORD_HASHERS by the demo's and production's profiles; the tests' hashes MD5, for speed (test.py).
+PORTAL_PASSWORD_HASHERS = [
+    "accounts.hashers.OwaspArgon2idHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
 # Failed sign-ins (login page, admin, POST /api/auth/token/) are counted per username and address together;
 # after AXES_FAILURE_LIMIT of them that pair is refused, even with the right password, for the cool-off. The
 # backends that check passwords are the directory's (directory.py).

@@ -9,22 +9,28 @@ from decimal import Decimal
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
-from django.utils.translation import pgettext
+from django.utils.translation import gettext_noop, pgettext
 
 
-def duration_text(seconds: float) -> str:
-    """``21600`` -> "6 h 0 min"; under a minute in seconds, from a day in days and hours."""
+def duration_parts(seconds: float) -> tuple[str, dict]:
+    """The message id and numbers of a duration (``duration_text`` reads them now; a stored phrase later)."""
     seconds = int(round(abs(seconds)))
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     if days:
-        return _("%(d)d d %(h)d h") % {"d": days, "h": hours}
+        return gettext_noop("%(d)d d %(h)d h"), {"d": days, "h": hours}
     if hours:
-        return _("%(h)d h %(m)d min") % {"h": hours, "m": minutes}
+        return gettext_noop("%(h)d h %(m)d min"), {"h": hours, "m": minutes}
     if minutes:
-        return _("%(m)d min") % {"m": minutes}
-    return _("%(s)d s") % {"s": secs}
+        return gettext_noop("%(m)d min"), {"m": minutes}
+    return gettext_noop("%(s)d s"), {"s": secs}
+
+
+def duration_text(seconds: float) -> str:
+    """``21600`` -> "6 h 0 min"; under a minute in seconds, from a day in days and hours."""
+    msgid, numbers = duration_parts(seconds)
+    return _(msgid) % numbers
 
 
 def relative_time(moment: datetime | None, now: datetime | None = None) -> str:

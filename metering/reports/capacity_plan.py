@@ -12,8 +12,8 @@ does not have to be repeated a month later.
 
 The plan's shape is ``contract.CapacityPlan`` (its fields and units are documented there). Everything comes
 from one aggregate query over ``CapacityDaily`` for the window (months x models rows, never
-per day) plus the fleet catalogue for the node size the advice is rounded to, as ``reports.recommendations``
-does.
+per day) plus the fleet catalogue for the node size the advice is rounded to. Its "add N" is the one
+number the report gives: the month's advice (``monthly.recommendations``) quotes it through ``addition``.
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from fleet.catalogue import gpu_model_catalogue
 from gpuportal.storage.db import PercentileCont
 from gpuportal.text.dates import local_day, month_start, next_month
 from metering.models import CapacityAction, CapacityDaily
-from metering.reports import monthly as reports
+from metering.reports import sizing
 from metering.reports.contract import Advice, Backtest, CapacityPlan, ModelPlan
 from metering.review.parts import whole
 
@@ -139,12 +138,6 @@ def _monthly_rows(first: date, following: date, last_day: date) -> dict[str, lis
     return per_model
 
 
-def _gpus_per_node() -> dict[str, int]:
-    """Whole GPUs per node by model, the way ``reports._capacity`` and ``recommendations`` size "add N"
-    (a model the catalogue does not know gets ``reports.DEFAULT_GPUS_PER_NODE``, read by the caller)."""
-    return {model: max(1, round(c.total_gpus / max(c.nodes, 1))) for model, c in gpu_model_catalogue().items()}
-
-
 def plan(month: date, months_back: int = 6, horizon: int = 3, now: datetime | None = None) -> CapacityPlan:
     """The capacity plan for the report ``month`` (see the module's docstring for the method).
 
@@ -155,7 +148,7 @@ def plan(month: date, months_back: int = 6, horizon: int = 3, now: datetime | No
     now = now or timezone.now()
     asked = month = month_start(month)
     note = ""
-    if not reports.is_closed(month, now):
+    if not sizing.is_closed(month, now):
         month = _add_months(month, -1)
         note = _("%(month)s is still open: the plan uses the closed months up to %(last)s and forecasts "
                  "%(month)s.") % {"month": _label(asked), "last": _label(month)}
@@ -164,8 +157,8 @@ def plan(month: date, months_back: int = 6, horizon: int = 3, now: datetime | No
     per_model = _monthly_rows(first, next_month(month), local_day(now))
     months = sorted({row["month"] for rows in per_model.values() for row in rows})
     future = [_add_months(month, i) for i in range(1, horizon + 1)]
-    node_sizes = _gpus_per_node() if per_model else {}
-    models = [_model_plan(model, rows, future, node_sizes.get(model, reports.DEFAULT_GPUS_PER_NODE))
+    node_sizes = sizing.gpus_per_node() if per_model else {}
+    models = [_model_plan(model, rows, future, node_sizes.get(model, sizing.DEFAULT_GPUS_PER_NODE))
               for model, rows in sorted(per_model.items())]
     return {"month": _label(month), "report_month": _label(asked), "note": note,
             "months": [_label(m) for m in months], "models": models,
@@ -188,7 +181,7 @@ def _model_plan(model: str, rows: list[dict], future: list[date], step: int) -> 
     peak = max(forecast, key=lambda f: f["demand_gpus"])
     add = 0
     if over is not None:
-        add = reports.whole_nodes(peak["demand_gpus"] - capacity, step)
+        add = sizing.whole_nodes(peak["demand_gpus"] - capacity, step)
     entry = {"gpu_model": model, "capacity_gpus": capacity, "gpus_per_node": step, "history": history,
              "trend_per_month": trend, "method": method, "method_text": _method_text(method, len(points)),
              "forecast": forecast, "error": error, "add_gpus": add, "add_by": over["month"] if over else None}
@@ -196,12 +189,20 @@ def _model_plan(model: str, rows: list[dict], future: list[date], step: int) -> 
     return entry
 
 
+def addition(plan: CapacityPlan, model: str) -> ModelPlan | None:
+    """The plan's entry for ``model`` (its ``add_gpus`` by ``add_by``, whole nodes), None where the plan has no
+    history of it. The one "add N" of a report: the month's advice quotes it rather than sizing its own, so the
+    advice and the plan never say two numbers (buying is for the months to come, which the plan forecasts)."""
+    return next((entry for entry in plan.get("models") or [] if entry["gpu_model"] == model), None)
+
+
 def with_advice(plan: CapacityPlan, advice: list[Advice]) -> CapacityPlan:
     """``plan`` with a ``beside_advice`` sentence for each model whose month's advice says "add" another number.
 
-    The two answer different questions and both are shown: the advice sizes for the month that was (a share
-    of its days over capacity, ``reports.ADD_COVERS_EXCESS_SHARE``), the plan for the months to come (the
-    highest forecast peak of its horizon). Without the sentence a reader sees two "add N" and must guess."""
+    Advice built since it quotes the plan (``addition``) never differs; a month frozen before then stored
+    advice sized for the month that was (a share of its days over capacity, ``sizing.ADD_COVERS_EXCESS_SHARE``),
+    while the plan sizes for the months to come (the highest forecast peak of its horizon). Such a frozen
+    report keeps its words, so the sentence says why the two numbers differ and which one to act on."""
     adds = {a.get("gpu_model"): (a.get("figures") or {}).get("add_gpus") for a in advice
             if a.get("action") == CapacityAction.ADD}
     for entry in plan.get("models") or []:
@@ -209,17 +210,18 @@ def with_advice(plan: CapacityPlan, advice: list[Advice]) -> CapacityPlan:
         if not advised or advised == entry["add_gpus"]:
             continue
         figures = {"model": entry["gpu_model"], "advice": whole(advised), "month": plan["report_month"],
-                   "share": round(reports.ADD_COVERS_EXCESS_SHARE * 100), "plan": whole(entry["add_gpus"]),
+                   "share": round(sizing.ADD_COVERS_EXCESS_SHARE * 100), "plan": whole(entry["add_gpus"]),
                    "months": len(entry["forecast"])}
         if entry["add_gpus"]:
             entry["beside_advice"] = _(
                 "%(model)s: %(month)s's advice (add %(advice)s) covers %(share)d %% of that month's days over "
                 "capacity; this plan (add %(plan)s) covers the highest forecast peak of the next %(months)d "
-                "months.") % figures
+                "months: act on the plan.") % figures
         else:
             entry["beside_advice"] = _(
                 "%(model)s: %(month)s's advice (add %(advice)s) covers %(share)d %% of that month's days over "
-                "capacity; the forecast of the next %(months)d months stays within the installed GPUs.") % figures
+                "capacity; the forecast of the next %(months)d months stays within the installed GPUs: act on "
+                "the plan.") % figures
     return plan
 
 

@@ -21,7 +21,6 @@ from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
-from fleet.catalogue import gpu_model_catalogue
 from gpuportal.storage.db import percentile
 from gpuportal.text import phrases
 from gpuportal.text.dates import day_start, local_day, month_start, next_month
@@ -29,7 +28,9 @@ from gpuportal.text.formatting import figure_text
 from gpuportal.text.phrases import Phrase
 from gpuportal.web.validation import calendar_month
 from metering.models import CapacityAction, CapacityDaily, JobFact, MonthlyReport, UsageDaily, UsageMonthly
-from metering.reports.contract import Advice, MonthlyReportData, QuotaUse, TopUserRow, UsageRow, WaitRow
+from metering.reports import capacity_plan, sizing
+from metering.reports.contract import Advice, CapacityPlan, MonthlyReportData, QuotaUse, TopUserRow, UsageRow, WaitRow
+from metering.reports.sizing import ADD_COVERS_EXCESS_SHARE, is_closed, whole_nodes
 from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory
 from tenants.models import Project, Quota, Tenant
@@ -43,10 +44,6 @@ ADD_WHEN_ALLOCATION_RATE = 0.8
 #: Below this allocated share, peaks above capacity call for spreading them out, not for buying.
 SPREAD_BELOW_ALLOCATION_RATE = 0.5
 LEND_WHEN_IDLE_SHARE = 0.5
-#: "Add N" in the advice covers this share of the month's daily excesses over capacity.
-ADD_COVERS_EXCESS_SHARE = 0.75
-#: GPUs per node assumed for a model the fleet catalogue does not know (the "add N" rounding step).
-DEFAULT_GPUS_PER_NODE = 8
 
 #: The longest reason a freeze or regeneration records (the snapshot's column): the form says it, the write keeps it.
 MAX_REASON = MonthlyReport._meta.get_field("reason").max_length
@@ -59,14 +56,6 @@ def resource_failure_share(failures) -> float | None:
     return sum(failures.get(str(c.value), 0) for c in RESOURCE_FAILURES) / failed if failed else None
 
 
-def whole_nodes(gpus: float, gpus_per_node: float) -> int:
-    """``gpus`` rounded up to whole nodes of ``gpus_per_node``: capacity is bought a node at a time. One rule
-    for the advice's "add N" and the capacity plan's (tenths first, so float noise never adds a node)."""
-    step = max(1, round(gpus_per_node))
-    return int(math.ceil(round(gpus, 1) / step) * step)
-
-
-
 def parse_month(text: str) -> date:
     """``YYYY-MM`` -> the first day of that month; ValueError naming the expected form (and the years a month
     may have: ``9999-12`` has no next month) otherwise."""
@@ -76,10 +65,6 @@ def parse_month(text: str) -> date:
 def last_closed_month(now: datetime | None = None) -> date:
     """The first day of the month that closed last (the one the beat task freezes)."""
     return month_start(month_start(local_day(now or timezone.now())) - timedelta(days=1))
-
-
-def is_closed(month: date, now: datetime | None = None) -> bool:
-    return next_month(month) <= local_day(now or timezone.now())
 
 
 def _hours(seconds) -> float:
@@ -184,7 +169,8 @@ def build_report(month: date, tenant: Tenant | None = None, now: datetime | None
         capacity = _capacity(month, following, now)
         report["utilisation_by_gpu_model"] = capacity["models"]
         report["capacity_daily"] = capacity["daily"]
-        report["recommendations"] = recommendations(capacity["models"], waits, submitted)
+        advice = recommendations(capacity["models"], waits, submitted, capacity_plan.plan(month, now=now))
+        report["recommendations"] = advice if report["closed"] else so_far(advice, month, now)
     return report
 
 
@@ -219,7 +205,7 @@ def _quota_vs_use(usage, tenant, elapsed_seconds: float) -> list[QuotaUse]:
 
 def _capacity(month: date, following: date, now: datetime) -> dict:
     rows = list(CapacityDaily.objects.filter(day__gte=month, day__lt=following))
-    per_node = {model: c.total_gpus / max(c.nodes, 1) for model, c in gpu_model_catalogue().items()}
+    per_node, default_step = sizing.gpus_per_node(), sizing.DEFAULT_GPUS_PER_NODE
     models: dict[str, dict] = {}
     today = local_day(now)
     for row in rows:
@@ -228,7 +214,7 @@ def _capacity(month: date, following: date, now: datetime) -> dict:
                                                    "capacity_gpu_hours": 0.0, "allocated_gpu_hours": 0.0,
                                                    "used_gpu_hours": 0.0, "peak_demand_gpus": 0.0,
                                                    "days_over_capacity": 0, "excess": [], "util": [],
-                                                   "gpus_per_node": per_node.get(row.gpu_model, DEFAULT_GPUS_PER_NODE)})
+                                                   "gpus_per_node": per_node.get(row.gpu_model, default_step)})
         entry["capacity_gpus"] = max(entry["capacity_gpus"], row.capacity_gpus)
         entry["days"] += 1
         entry["capacity_gpu_hours"] += row.capacity_gpus * day_hours
@@ -255,8 +241,14 @@ def _capacity(month: date, following: date, now: datetime) -> dict:
     return {"models": sorted(models.values(), key=lambda m: m["gpu_model"]), "daily": daily}
 
 
-def recommendations(models: list[dict], waits: list[dict], submitted) -> list[Advice]:
-    """One piece of advice per GPU model (add / lend or move / keep) with the figures behind it."""
+def recommendations(models: list[dict], waits: list[dict], submitted, plan: CapacityPlan | None = None
+                    ) -> list[Advice]:
+    """One piece of advice per GPU model (add / spread / lend or move / keep) with the figures behind it.
+
+    The month's figures decide whether to add; how many is the capacity ``plan``'s figure for the model
+    (``capacity_plan.addition``), so the page and the pack say one number. Where the month was over capacity
+    but the plan forecasts no shortfall (demand falling), the advice is to spread the peaks, not to buy.
+    Only a model the plan has no history of is sized from the month's own excesses."""
     failures = defaultdict(Counter)
     for model, category in submitted.filter(status="failed").values_list("gpu_model", "failure_category"):
         failures[model][category] += 1
@@ -266,6 +258,7 @@ def recommendations(models: list[dict], waits: list[dict], submitted) -> list[Ad
     advice = []
     for entry in models:
         model = entry["gpu_model"]
+        planned = capacity_plan.addition(plan, model) if plan else None
         p95 = percentile(wait_by_model[model], 0.95) or 0
         resource_share = resource_failure_share(failures[model]) or 0.0
         idle_share = 1 - entry["allocation_rate"] if entry["allocation_rate"] is not None else 0.0
@@ -282,14 +275,32 @@ def recommendations(models: list[dict], waits: list[dict], submitted) -> list[Ad
                 "%(model)s: demand above capacity on %(over)d of %(days)d days but %(idle).0f %% idle -> spread the "
                 "peaks (reservations, backfill) before buying"), {
                 "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "idle": idle_share * 100})
-        elif over_often or long_waits:
-            add = whole_nodes(percentile(entry["excess"], ADD_COVERS_EXCESS_SHARE) or 1, entry["gpus_per_node"])
-            action = CapacityAction.ADD
+        elif (over_often or long_waits) and planned is not None and not planned["add_gpus"]:
+            action = CapacityAction.SPREAD
             evidence = Phrase(gettext_noop(
-                "%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, %(res).0f %% "
-                "of %(model)s failures resource-related -> add %(add)s %(model)s GPUs"), {
+                "%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, but the "
+                "capacity plan forecasts no shortfall through %(until)s -> spread the peaks (reservations, "
+                "backfill) before buying"), {
                 "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "wait": p95 / 3600,
-                "res": resource_share * 100, "add": figure_text(add)})
+                "until": planned["forecast"][-1]["month"] if planned["forecast"] else plan["month"]})
+        elif over_often or long_waits:
+            action = CapacityAction.ADD
+            params = {"model": model, "over": entry["days_over_capacity"], "days": entry["days"],
+                      "wait": p95 / 3600, "res": resource_share * 100}
+            if planned is not None:
+                add = planned["add_gpus"]
+                evidence = Phrase(gettext_noop(
+                    "%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, "
+                    "%(res).0f %% of %(model)s failures resource-related -> add %(add)s %(model)s GPUs (nodes of "
+                    "%(per_node)d) before %(by)s, as the capacity plan sizes it"), {
+                    **params, "add": figure_text(add), "per_node": planned["gpus_per_node"],
+                    "by": planned["add_by"]})
+            else:
+                add = whole_nodes(percentile(entry["excess"], ADD_COVERS_EXCESS_SHARE) or 1, entry["gpus_per_node"])
+                evidence = Phrase(gettext_noop(
+                    "%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, %(res).0f "
+                    "%% of %(model)s failures resource-related -> add %(add)s %(model)s GPUs"), {
+                    **params, "add": figure_text(add)})
             figures["add_gpus"] = add
         elif idle_share >= LEND_WHEN_IDLE_SHARE:
             action = CapacityAction.LEND_OR_MOVE
@@ -308,6 +319,23 @@ def recommendations(models: list[dict], waits: list[dict], submitted) -> list[Ad
     for entry in models:
         entry.pop("excess", None)
     return advice
+
+
+def so_far(advice: list[Advice], month: date, now: datetime) -> list[Advice]:
+    """The advice of a month still open, each sentence followed by how much of the month has passed.
+
+    On its first day the advice counted "1 of 1 days", true of the data but read as a whole month: the reader
+    is told that the day is the first of 31, so the advice is a start, not a verdict."""
+    total = (next_month(month) - month).days
+    passed = max(0, min((local_day(now) - month).days + 1, total))
+    result = []
+    for entry in advice:
+        stored = entry[phrases.DATA_KEY]
+        evidence = Phrase(gettext_noop("%(advice)s (%(month)s is still open: %(passed)d of its %(total)d days have "
+                                       "passed)"), {"advice": Phrase(stored["msgid"], stored["params"]),
+                                                    "month": f"{month:%Y-%m}", "passed": passed, "total": total})
+        result.append({**entry, "evidence": str(evidence), **evidence.as_data()})
+    return result
 
 
 # --- frozen snapshots ------------------------------------------------------------------------------------
@@ -366,7 +394,7 @@ def freeze(month: date, tenant: Tenant | None = None, now: datetime | None = Non
         with transaction.atomic():
             snapshot = MonthlyReport.objects.create(
                 month=month, tenant=tenant, data=build_report(month, tenant, now), generated_at=now,
-                generated_by=actor, reason=(reason.strip() or _("Frozen after the month closed."))[:MAX_REASON])
+                generated_by=actor, reason=(reason.strip() or MonthlyReport.FROZEN_REASON)[:MAX_REASON])
             if actor is not None:
                 figures = {"snapshot": snapshot.pk, "gpu_hours_allocated": snapshot.data["gpu_hours_allocated"]}
                 audit.record(AuditAction.REPORT_REGENERATE, snapshot, actor=actor, tenant=tenant,

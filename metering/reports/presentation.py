@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import date, timedelta
 
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from gpuportal.text.dates import next_month
 from gpuportal.text.exports import csv_text
 from metering.models import CapacityAction
 from metering.reports.contract import Advice, MonthlyReportData
@@ -58,6 +60,32 @@ def _layout(y_title: str, **extra) -> dict:
     return layout
 
 
+#: A chart of days spans at least this many, so that plotly ticks days, never the hours of a single one.
+MIN_DAY_SPAN = 7
+
+
+def day_axis(days: list[str], first: date | None = None, last: date | None = None) -> dict:
+    """An x axis of whole days from ``first`` to ``last`` (default: the days charted), each day's bar or point
+    in the middle of its slot, at least ``MIN_DAY_SPAN`` days wide.
+
+    On the first day of a month plotly zoomed into the hours of that one day ("00:00:00 Dec 1, 2026"); a
+    month's chart spans the month, so the days to come show as empty, not as a day stretched to full width."""
+    known = sorted(date.fromisoformat(str(d)[:10]) for d in days)
+    first = first or (known[0] if known else None)
+    last = last or (known[-1] if known else None)
+    if first is None or last is None:
+        return {"automargin": True}
+    last = max(last, first + timedelta(days=MIN_DAY_SPAN - 1))
+    return {"automargin": True, "type": "date",
+            "range": [f"{first - timedelta(days=1):%Y-%m-%d} 12:00", f"{last:%Y-%m-%d} 12:00"]}
+
+
+def month_days(month: str) -> tuple[date, date]:
+    """The first and last day of a report's ``YYYY-MM``."""
+    first = date.fromisoformat(f"{month}-01")
+    return first, next_month(first) - timedelta(days=1)
+
+
 def bars(rows: list[dict], label: str, series: list[tuple[str, str]], y_title: str) -> dict:
     """Grouped bars: one trace per (key, name) of ``series`` over the ``label`` column."""
     x = [str(row[label]) for row in rows]
@@ -67,8 +95,9 @@ def bars(rows: list[dict], label: str, series: list[tuple[str, str]], y_title: s
 
 
 def lines_by(rows: list[dict], x_key: str, group_key: str, y_key: str, y_title: str, kind: str = "scatter",
-             stacked: bool = False) -> dict:
-    """One trace per value of ``group_key`` (a GPU model, a tenant) over ``x_key`` (a day)."""
+             stacked: bool = False, span: tuple[date, date] | None = None) -> dict:
+    """One trace per value of ``group_key`` (a GPU model, a tenant) over ``x_key`` (a day), on an axis of whole
+    days (``day_axis``: the ``span`` given, else the days charted)."""
     groups: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
     for row in rows:
         xs, ys = groups[str(row[group_key])]
@@ -76,6 +105,7 @@ def lines_by(rows: list[dict], x_key: str, group_key: str, y_key: str, y_title: 
         ys.append(row.get(y_key))
     trace = {"type": kind} if kind == "bar" else {"type": "scatter", "mode": "lines+markers"}
     layout = _layout(y_title, **({"barmode": "stack"} if stacked else {}))
+    layout["xaxis"] = day_axis([row[x_key] for row in rows], *(span or (None, None)))
     return {"data": [{**trace, "name": name, "x": xs, "y": ys} for name, (xs, ys) in sorted(groups.items())],
             "layout": layout}
 
@@ -128,7 +158,7 @@ def report_sections(data: MonthlyReportData) -> list[Section]:
                                                   ("gpu_hours_allocated", _("GPU-hours allocated")),
                                                   ("gpu_hours_used", _("GPU-hours used"))], data["daily"],
                 lines_by(data["daily"], "day", "gpu_model", "gpu_hours_allocated", _("allocated GPU-hours"),
-                         kind="bar", stacked=True)),
+                         kind="bar", stacked=True, span=month_days(data["month"]))),
     ]
     if data["scope"] == "platform":
         sections.append(_usage_section("by_tenant", _("By tenant"), _("Tenant"), data["by_tenant"]))
@@ -178,7 +208,7 @@ def platform_sections(data: MonthlyReportData) -> list[Section]:
             ("peak_allocated_gpus", _("Peak allocated")), ("peak_demand_gpus", _("Peak demand")),
             ("mean_utilization_pct", _("Mean utilisation %")),
             ("gpu_memory_high_water_mb", _("GPU memory high-water (MiB)"))],
-            data["capacity_daily"], _demand_figure(data["capacity_daily"])),
+            data["capacity_daily"], _demand_figure(data["capacity_daily"], month_days(data["month"]))),
         Section("longest_waiting_tenants", _("Tenants who waited longest"), _wait_columns(_("Tenant")),
                 _waits_in_hours(data["longest_waiting_tenants"])),
         advice_section("recommendations", _("Capacity recommendations"), data["recommendations"]),
@@ -199,7 +229,7 @@ DEMAND_SERIES = (
 PANEL_HEIGHT = 170
 
 
-def _demand_figure(rows: list[dict]) -> dict:
+def _demand_figure(rows: list[dict], span: tuple[date, date]) -> dict:
     """Peak demand, peak allocation and capacity per day, each GPU model in a panel of its own (shared days).
 
     On one pair of axes, models with the same number of GPUs drew the same capacity line, and two of the
@@ -210,7 +240,8 @@ def _demand_figure(rows: list[dict]) -> dict:
         by_model[str(row["gpu_model"])].append(row)
     data = []
     layout = _layout("", height=60 + PANEL_HEIGHT * max(1, len(by_model)),
-                     grid={"rows": max(1, len(by_model)), "columns": 1, "pattern": "coupled", "ygap": 0.25})
+                     grid={"rows": max(1, len(by_model)), "columns": 1, "pattern": "coupled", "ygap": 0.25},
+                     xaxis=day_axis([row["day"] for row in rows], *span))
     for number, (model, model_rows) in enumerate(sorted(by_model.items()), start=1):
         axis = "" if number == 1 else str(number)
         layout[f"yaxis{axis}"] = {"title": {"text": _("%(model)s GPUs") % {"model": model}}, "automargin": True,

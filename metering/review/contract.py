@@ -45,7 +45,9 @@ class Figure:
     translated name. ``value`` and ``previous`` are in ``unit`` (translated: "GPU-hours", "hours", a currency
     code, "%" for percentages 0..100, "" for counts); None where not known. ``change`` is how the value moved,
     worded once by the builder for every renderer: "+12.3 %", "+4.0 pts" for percentages, "unchanged", "new",
-    "—" when either is unknown, or "month open: 10 of 31 days" while the month is open."""
+    "—" when either is unknown, or "month open: 10 of 31 days" while the month is open. ``change_number`` is the
+    same move as a number, for a spreadsheet to compute with: the relative change (0.123 for "+12.3 %"), or the
+    difference in points where ``change_in_points`` ("+4.0 pts"); None where the change is words only."""
 
     key: str
     label: str
@@ -53,6 +55,8 @@ class Figure:
     unit: str = ""
     previous: Number = None
     change: str = ""
+    change_number: float | None = None
+    change_in_points: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,7 +64,8 @@ class Figure:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Figure:
         return cls(key=data.get("key", ""), label=data.get("label", ""), value=data.get("value"),
-                   unit=data.get("unit") or "", previous=data.get("previous"), change=data.get("change") or "")
+                   unit=data.get("unit") or "", previous=data.get("previous"), change=data.get("change") or "",
+                   change_number=data.get("change_number"), change_in_points=bool(data.get("change_in_points")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,7 +136,7 @@ def _changes_while_open(ctx: ReviewContext, groups: list[Section]) -> list[Secti
     open_change = month_open_change(ctx)
     if open_change is None:
         return groups
-    return [replace(group, figures=[replace(f, change=open_change) if f.previous is not None else f
+    return [replace(group, figures=[replace(f, change=open_change, change_number=None) if f.previous is not None else f
                                     for f in group.figures]) for group in groups]
 
 

@@ -84,8 +84,10 @@ def month_open_change(ctx: ReviewContext) -> str | None:
 def figure(key: str, label: str, value: Number, unit: str = "", previous: Number = None) -> Figure:
     """A figure with its change from the previous month, worked out here once (``change_text``) for every
     renderer: percentages move in points, other figures in per cent."""
+    points = unit == "%"
     return Figure(key=key, label=label, value=value, unit=unit, previous=previous,
-                  change=change_text(value, previous, points=unit == "%"))
+                  change=change_text(value, previous, points=points),
+                  change_number=change_number(value, previous, points=points), change_in_points=points)
 
 
 def table(key: str, title: str, columns: list[str], rows: list[list[Cell]]) -> Table:
@@ -159,6 +161,21 @@ def whole(value) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return figure_text(value)
+
+
+def change_number(value, previous, points: bool = False) -> float | None:
+    """The move ``change_text`` words, as a number: the difference in points, or the relative change (0.123 for
+    "+12.3 %"); None where it is words only ("new", unknown)."""
+    if value is None or previous is None:
+        return None
+    difference = float(value) - float(previous)
+    if abs(difference) < 1e-9:
+        return 0.0
+    if points:
+        return round(difference, 4)
+    if not previous:
+        return None
+    return round(difference / abs(float(previous)), 6)
 
 
 def change_text(value, previous, points: bool = False) -> str:

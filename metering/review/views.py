@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 
 from metering import permissions as services
 from metering.reports.views import month_or_404
-from metering.review.document import build_review
+from metering.review import stored
 from metering.review.render import formats as review_formats
 
 
@@ -22,9 +22,8 @@ def review_pack(request, month, fmt, tenant=None):
         raise Http404(_("No review pack as %(fmt)s: pdf or xlsx.") % {"fmt": fmt})
     month = month_or_404(month)
     scope = services.report_scope(request.user, tenant)
-    review = build_review(month, scope, language=get_language())
-    response = HttpResponse(review_formats.render(review, fmt),
-                            content_type=review_formats.FORMATS[fmt].content_type)
-    response["Content-Disposition"] = f'attachment; filename="{review_formats.filename(review, fmt)}"'
+    pack = stored.pack_file(month, scope, fmt, get_language())
+    response = HttpResponse(pack.content, content_type=pack.content_type)
+    response["Content-Disposition"] = f'attachment; filename="{pack.filename}"'
     patch_cache_control(response, private=True)  # a tenant's figures: never kept by a shared cache
     return response

@@ -20,6 +20,7 @@ from fleet.models import NodeEvent
 from gpuportal.storage.db import percentile
 from gpuportal.text.dates import day_start, local_day
 from metering.models import CapacityDaily, JobFact, UsageDaily
+from metering.reports import capacity_plan
 from metering.reports.monthly import _capacity, recommendations
 from metering.reports.presentation import Section, advice_section, bars, lines_by
 from scheduling.models import Job, JobStatus
@@ -204,7 +205,9 @@ def _governance(first, t0, now, facts, day) -> list[Section]:
     capacity = _capacity(first, local_day(now) + timedelta(days=1), now)
     waits = [{"gpu_model": f["gpu_model"], "wait": f["wait_seconds"]} for f in facts
              if f["wait_seconds"] is not None and f["first_admitted_at"] >= t0]
-    advice = recommendations(capacity["models"], waits, JobFact.objects.filter(submitted_at__gte=t0))
+    # "How many to add" is the capacity plan's, as on the report: one number wherever advice is shown.
+    advice = recommendations(capacity["models"], waits, JobFact.objects.filter(submitted_at__gte=t0),
+                             capacity_plan.plan(local_day(now), now=now))
     return [
         _series(tenant_rows, "gpu_hours", _("Tenant usage"), _("GPU-hours"),
                 [("day", day), ("tenant", _("Tenant")), ("gpu_hours", _("GPU-hours")), ("cost", _("Cost"))],

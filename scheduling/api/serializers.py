@@ -1,3 +1,6 @@
+from dataclasses import asdict
+
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -7,9 +10,10 @@ from gpuportal.web.api import RequestSerializer, choose_from, number_field, text
 from gpuportal.web.serializers import CompiledRepresentationMixin
 from scheduling.engine.reasons import WaitReason
 from scheduling.jobs import progress
+from scheduling.jobs.attempts import attempts_of, visible_job_ids
 from scheduling.jobs.limits import CANCEL_REASON_MAX, MAX_ID
 from scheduling.jobs.submission import SUBMIT_FIELDS, SubmitField
-from scheduling.models import Job, JobEvent, TaskType, WorkloadKind
+from scheduling.models import AttemptOutcome, FailureCategory, Job, JobEvent, TaskType, WorkloadKind
 from scheduling.workloads.queries import group_view, job_url
 
 
@@ -31,13 +35,39 @@ class PlacementSerializer(serializers.Serializer):
     gpus = serializers.ListField(child=serializers.IntegerField())
 
 
+#: Keys of an event's data that name another job and its owner, by the key of that job: a preemption crosses
+#: tenants, so they are shown only to a reader who may see that job (the stored sentence names its tenant only).
+CROSS_JOB_KEYS = {"preemptor": ("preemptor", "preemptor_owner"), "victim": ("victim", "victim_owner")}
+
+
 class JobEventSerializer(serializers.ModelSerializer):
     actor = serializers.CharField(source="actor.username", default=None, read_only=True, allow_null=True,
                                   help_text="Who caused it; null for the portal itself.")
+    data = serializers.SerializerMethodField(help_text="What the portal kept beside the event. Another job named "
+                                                       "by a preemption (its id, its owner) only when the caller "
+                                                       "may see that job.")
 
     class Meta:
         model = JobEvent
         fields = ["at", "kind", "from_status", "to_status", "reason", "actor", "data"]
+
+    def get_data(self, event) -> dict:
+        data = dict(event.data or {})
+        named = {key: data[key] for key in CROSS_JOB_KEYS if key in data}
+        if not named:
+            return data
+        request = self.context.get("request")
+        reader = request.user if request is not None else None
+        seen = self.context.setdefault("_visible_jobs", {})  # one look-up per job named in a response
+        unknown = [job for job in named.values() if isinstance(job, int) and job not in seen]
+        if unknown:
+            visible = visible_job_ids(reader, unknown)
+            seen.update({job: job in visible for job in unknown})
+        for key, job in named.items():
+            if not (isinstance(job, int) and seen.get(job, False)):
+                for hidden in CROSS_JOB_KEYS[key]:
+                    data.pop(hidden, None)
+        return data
 
 
 class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
@@ -86,6 +116,10 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
             "retry_count", "requeue_on_preemption", "submitted_at", "admitted_at", "started_at", "finished_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "admitted_at": {"help_text": "When the current attempt was admitted; null while the job waits (a requeued "
+                                         "job's earlier runs are in the job detail's `attempts`)."},
+            "started_at": {"help_text": "When the current attempt's program started; null until it runs."}}
 
     @extend_schema_field(ReasonSerializer(allow_null=True))
     def get_wait_reason(self, job):
@@ -135,12 +169,42 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
         return [{"node": node, "gpus": gpus} for node, gpus in per_node.items()]
 
 
+class AttemptSerializer(serializers.Serializer):
+    """One run of the job, from its admission to the moment it let its GPUs go."""
+
+    number = serializers.IntegerField(help_text="1 for the first run; one more for each retry or requeue.")
+    current = serializers.BooleanField(help_text="True for the attempt that holds GPUs now.")
+    admitted_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True, help_text="When its program started; null if it never "
+                                                                      "did.")
+    ended_at = serializers.DateTimeField(allow_null=True, help_text="Null while it holds its GPUs.")
+    run_seconds = serializers.FloatField(allow_null=True, help_text="From its start to its end (or now).")
+    nodes = PlacementSerializer(many=True, source="placement", help_text="Where it ran: each node's GPU indices.")
+    outcome = serializers.ChoiceField(choices=[*AttemptOutcome.values, ""], allow_blank=True,
+                                      help_text="How it ended; empty while it holds its GPUs.")
+    failure_category = serializers.ChoiceField(choices=[*FailureCategory.values, ""], allow_blank=True)
+    reason = serializers.CharField(allow_blank=True, help_text="Why it ended, in the caller's language; another "
+                                                               "tenant's job is named by its tenant only.")
+    preempted_by = serializers.IntegerField(allow_null=True, help_text="The job that preempted it, when the caller "
+                                                                       "may see that job.")
+    requeued = serializers.BooleanField(help_text="The job went back to the queue after it.")
+    log_url = serializers.CharField(help_text="Its log: GET it (an earlier attempt's: the lines the portal kept).")
+
+
 class JobDetailSerializer(JobSerializer):
     events = JobEventSerializer(many=True, read_only=True)
+    attempts = serializers.SerializerMethodField(help_text="Every run of the job, oldest first.")
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "events"]
+        fields = [*JobSerializer.Meta.fields, "events", "attempts"]
         read_only_fields = fields
+
+    @extend_schema_field(AttemptSerializer(many=True))
+    def get_attempts(self, job):
+        request = self.context.get("request")
+        log, reader = reverse("job-log", args=[job.pk]), request.user if request is not None else None
+        return AttemptSerializer([{**asdict(row), "log_url": f"{log}?attempt={row.number}"}
+                                  for row in attempts_of(job, reader)], many=True).data
 
 
 #: Bounds of the submit fields the declaration leaves open (they depend on the fleet: the service answers 422
@@ -229,16 +293,23 @@ class JobReportAnswerSerializer(serializers.Serializer):
 class QueueRowSerializer(serializers.Serializer):
     """One waiting job of the cluster queue; another tenant's job shows only its tenant, size and reason."""
 
-    position = serializers.IntegerField(allow_null=True)
+    position = serializers.IntegerField(allow_null=True, help_text="Place in its cluster's queue, every GPU model "
+                                                                   "counted.")
+    model_position = serializers.IntegerField(help_text="Place among the jobs waiting for the same GPU model: the "
+                                                        "order in which that model's GPUs go.")
     tenant = serializers.CharField()
     job = serializers.IntegerField(allow_null=True, help_text="The job's id; null for another tenant's job.")
     size = serializers.CharField(help_text="Nodes x GPUs and model, e.g. 2 x 8 H100.")
+    gpu_model = serializers.CharField()
     task_type = serializers.CharField()
     priority = serializers.IntegerField()
     wait_reason = serializers.ChoiceField(choices=[*WaitReason, ""], allow_blank=True)
-    message = serializers.CharField(allow_null=True, help_text="Why it waits, in a sentence; null for another "
-                                                               "tenant's job.")
+    message = serializers.CharField(allow_null=True, help_text="Why it waits, in a sentence in the caller's "
+                                                               "language; for another tenant's job without who or "
+                                                               "which job; null before the first pass.")
     estimated_start = serializers.DateTimeField(allow_null=True)
+    earliest_start = serializers.DateTimeField(allow_null=True, help_text="The likely start range: its beginning.")
+    latest_start = serializers.DateTimeField(allow_null=True, help_text="The likely start range: its end.")
 
 
 class FairShareSerializer(serializers.Serializer):

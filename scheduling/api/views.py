@@ -131,22 +131,28 @@ class TaskTypeViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class QueueView(generics.ListAPIView):
-    """The cluster queue in order; other tenants' jobs show only their tenant, size and reason code."""
+    """The cluster queue in order, with each job's place among those waiting for its GPU model; other tenants' jobs
+    show only their tenant, size and reason (the sentence without who or which job)."""
 
     serializer_class = QueueRowSerializer
     filter_backends: list = []
 
-    @extend_schema(parameters=[OpenApiParameter(
-        "cluster", str, required=False, description="Only the queue of this cluster (every cluster's when absent "
-                                                    "or unknown).")])
+    @extend_schema(parameters=[
+        OpenApiParameter("cluster", str, required=False, description="Only the queue of this cluster (every "
+                                                                     "cluster's when absent or unknown)."),
+        OpenApiParameter("gpu_model", str, required=False, description="Only the jobs waiting for this GPU model "
+                                                                       "(every model's when absent).")])
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
-        return [{"position": r["position"], "tenant": r["tenant"], "job": r["id"], "size": r["size"],
-                 "task_type": r["task_type"], "priority": r["priority"], "wait_reason": r["reason"],
-                 "message": r["message"] or None, "estimated_start": r["estimated_start"]}
-                for r in queries.cluster_queue(self.request.user, self.request.query_params.get("cluster"))]
+        params = self.request.query_params
+        return [{"position": r["position"], "model_position": r["model_position"], "tenant": r["tenant"],
+                 "job": r["id"], "size": r["size"], "gpu_model": r["gpu_model"], "task_type": r["task_type"],
+                 "priority": r["priority"], "wait_reason": r["reason"], "message": r["message"] or None,
+                 "estimated_start": r["estimated_start"], "earliest_start": r["earliest_start"],
+                 "latest_start": r["latest_start"]}
+                for r in queries.cluster_queue(self.request.user, params.get("cluster"), params.get("gpu_model"))]
 
 
 class FairShareView(generics.ListAPIView):

@@ -67,6 +67,7 @@ class RunningJob:
     cpu_milli: int = 0  # per node
     memory_mib: int = 0  # per node
     group: str = ""  # the array it is a task of (counts against the array's parallelism)
+    owner: int = 0  # who submitted it (0: unknown), so that a waiting job may spare its owner's own jobs
 
     @property
     def gpus(self) -> float:
@@ -110,6 +111,8 @@ class WaitingJob:
     avoid_nodes: tuple[int, ...] = ()  # nodes a retry must not use (where the last attempt hit a fault)
     group: str = ""  # the array it is a task of
     group_limit: int = 0  # the most tasks of that array running at once (0: no limit)
+    owner: int = 0  # who submitted it (0: unknown)
+    spare_owner: bool = False  # never preempt a running job of the same owner to start it (it waits instead)
 
     @property
     def gpus(self) -> float:

@@ -12,8 +12,11 @@ and explain every job that still waits — with its queue positions and an estim
    a later job may start only if it ends (max runtime) before the head's shadow time, or uses GPUs the
    head will not need then.
 5. Preemption: a job of a non-preemptible class may stop lower-priority preemptible jobs; a tenant within
-   its guarantee may stop other tenants' jobs that run on borrowed GPUs. Victims: lowest priority first,
-   borrowers before jobs within their guarantee, newest first, then the set is made minimal.
+   its guarantee may stop other tenants' jobs of no higher priority that run on borrowed GPUs. Victims: lowest
+   priority first, borrowers before jobs within their guarantee, newest first, then the set is made minimal. A job whose
+   submitter asked to spare their own work (``spare_owner``) never stops a job of the same owner. A preemptor
+   is not admitted in the pass that stops its victims: it waits ("preemption pending") on the GPUs held for
+   it, and the next pass, once they are free, admits it.
 6. Estimates for everyone still waiting (``estimate.py``).
 """
 
@@ -310,7 +313,12 @@ class _Pass:
             return None
 
         def rule_for(victim: RunningJob) -> str | None:
-            if reclaim and victim.tenant != job.tenant and self._borrowing(victim.tenant, victim.gpu_model):
+            if job.spare_owner and job.owner and victim.owner == job.owner:
+                return None  # its submitter chose to wait rather than stop their own work
+            # A borrower's job of a higher priority is not reclaimed: requeued, it would be ordered first in the
+            # next pass and take its GPUs back before this job, pass after pass.
+            if (reclaim and victim.tenant != job.tenant and victim.priority <= job.priority
+                    and self._borrowing(victim.tenant, victim.gpu_model)):
                 return "reclaim within guarantee"
             if higher and victim.priority < job.priority:
                 return "higher priority class"

@@ -127,9 +127,44 @@ TEMPLATES = {
 }
 
 
+#: Parameters that hold a word, not a number or a name (who held the job, which level of the topology), and the
+#: words they hold: read in the reader's language with the sentence.
+WORD_PARAMS = ("held_by", "domain")
+WORDS = frozenset({gettext_noop("user"), gettext_noop("admin"), gettext_noop("rack"), gettext_noop("network domain")})
+
+
+def _in_words(params: dict, translate) -> dict:
+    if translate is None:
+        return params
+    return {name: translate(value) if name in WORD_PARAMS and value in WORDS else value
+            for name, value in params.items()}
+
+
 def render_reason(reason: WaitReason | str, params: dict, translate=None) -> str:
     """Fill the reason's template; ``translate`` (e.g. Django's gettext) picks the reader's language."""
     template = TEMPLATES[WaitReason(reason)]
     if translate is not None:
         template = translate(template)
-    return template % params
+    return template % _in_words(params, translate)
+
+
+#: The reasons whose sentence names a job, an array or a person: on another tenant's row (the queue page) they
+#: read in these words instead, with the same numbers, so nothing of that tenant but its size and reason shows.
+OTHERS_TEMPLATES = {
+    WaitReason.PRIORITY: gettext_noop(
+        "A job with priority %(blocker_priority)d is ahead in the %(gpu_model)s queue and waits for "
+        "%(blocker_gpus)g GPUs (%(total_free)d free); this job would fit but would delay it."),
+    WaitReason.PREEMPTION_PENDING: gettext_noop(
+        "Waiting for %(victims)d preempted job(s) to release %(gpu_model)s GPUs; it starts at the next pass."),
+    WaitReason.ARRAY_LIMIT: gettext_noop(
+        "Its array may run %(limit)d tasks at once and runs %(running)d; this task starts when one of them ends."),
+    WaitReason.HELD: gettext_noop("Held; it will not start until released."),
+}
+
+
+def render_reason_for_others(reason: WaitReason | str, params: dict, translate=None) -> str:
+    """The reason as a reader of another tenant sees it: the same sentence, less who and which job."""
+    template = OTHERS_TEMPLATES.get(WaitReason(reason)) or TEMPLATES[WaitReason(reason)]
+    if translate is not None:
+        template = translate(template)
+    return template % _in_words(params, translate)

@@ -81,3 +81,9 @@ class Executor:
         """The last ``tail`` lines of the job's current (or last) attempt. By default what the portal kept
         with the failure's diagnosis; executors that can read the cluster do better."""
         return stored_tail(job, tail)
+
+    def stopped_log(self, job, tail: int) -> tuple[str, ...]:
+        """The last lines of an attempt stopped now (a preemption), when they can be had without asking the
+        cluster: the scheduling pass that stops it holds its transaction meanwhile. None by default (the cluster
+        deletes the attempt's pods and their log with them: the page says the log is gone)."""
+        return ()

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduling.models import ACTIVE_STATUSES, JobStatus
+from scheduling.models import ACTIVE_STATUSES, JobAttempt, JobStatus
 
 #: Lines a reader gets when it names no number, and the most it may ask for (the API checks the bounds).
 DEFAULT_TAIL = 200
@@ -55,6 +55,21 @@ def stored_tail(job, tail: int) -> LogTail:
         if kept:
             return LogTail(int(last.get("attempt", job.retry_count - 1)) + 1, tuple(kept[-tail:]))
     return LogTail(job.retry_count + 1, gone=has_run(job) and job.status not in ACTIVE_STATUSES)
+
+
+def kept_log(job, number: int, tail: int) -> LogTail | None:
+    """The lines the portal kept of attempt ``number`` once it ended (its diagnosis' tail): ``gone`` when it kept
+    none; None when the job has no such attempt. The current attempt is the executor's to read
+    (``read_job_log``)."""
+    attempt = JobAttempt.objects.filter(job=job, number=number).first()
+    if attempt is None:
+        return None
+    kept = list(attempt.log_tail or [])
+    if not kept:  # what a retry kept beside the job before attempts had rows of their own
+        for earlier in (job.executor_state or {}).get("attempts") or []:
+            if int(earlier.get("attempt", -1)) + 1 == number:
+                kept = list((earlier.get("evidence") or {}).get("log_tail") or [])
+    return LogTail(number, tuple(kept[-tail:]), gone=not kept and attempt.started_at is not None)
 
 
 def kube_timestamped(text: str) -> list[tuple[str, str]]:

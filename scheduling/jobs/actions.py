@@ -56,9 +56,8 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
         raise PermissionDenied(_("You may not cancel this job."))
     if job.is_terminal:
         raise _ended(job)
-    text = _("Cancelled by %(user)s.") % {"user": user.get_username()}
-    if reason:
-        text = f"{text} {reason}"
+    text = Phrase(gettext_noop("Cancelled by %(user)s. %(note)s") if reason else gettext_noop("Cancelled by %(user)s."),
+                  {"user": user.get_username(), **({"note": reason} if reason else {})})
 
     def audited(before: str) -> None:
         if user.pk != job.owner_id:  # the owner cancelling their own job is not a governance action

@@ -53,6 +53,8 @@ def request_of(job: Job) -> dict:
         request["max_runtime_minutes"] = job.max_runtime_minutes
     if job.template_version_id is not None:
         request["template_version"] = job.template_version_id
+    if job.spare_own_jobs:  # submitted so as to spare its owner's running jobs
+        request["spare_own_jobs"] = True
     if job.accept_models:  # the models it accepted, the one it first named leading
         request["gpu_model"] = job.accept_models[0]
         request["accept_models"] = ",".join(job.accept_models)

@@ -1,10 +1,19 @@
 """Job filters, shared by the job list page and `GET /api/jobs/`."""
 
 import django_filters
+from django import forms
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from scheduling.models import Job, JobStatus, TaskType
+
+
+class TickBox(forms.CheckboxInput):
+    """A checkbox that also reads the API's words: ``true``, ``1``, ``yes`` and ``on`` tick it; anything else
+    (``false``, ``0``, absent) leaves it clear. A bare checkbox would read any text, even ``0``, as ticked."""
+
+    def value_from_datadict(self, data, files, name):
+        return str(data.get(name, "")).strip().lower() in ("true", "1", "yes", "on")
 
 
 class JobFilterSet(django_filters.FilterSet):
@@ -15,7 +24,9 @@ class JobFilterSet(django_filters.FilterSet):
     tenant = django_filters.CharFilter(field_name="tenant__name", label=_("Tenant"))
     project = django_filters.CharFilter(field_name="project__name", label=_("Project"))
     owner = django_filters.CharFilter(field_name="owner__username", label=_("Owner"))
-    mine = django_filters.BooleanFilter(method="filter_mine", label=_("Only my jobs"))
+    # A checkbox: the default select offered "Unknown / Yes / No", and its empty choice read "Only my jobs:
+    # Unknown". The API's ``mine=true`` still reads as ticked.
+    mine = django_filters.BooleanFilter(method="filter_mine", label=_("Only my jobs"), widget=TickBox)
     q = django_filters.CharFilter(method="filter_text", label=_("Search"))
 
     class Meta:

@@ -12,12 +12,13 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
 from fleet.catalogue import gpu_model_catalogue
-from scheduling.jobs import submission
+from scheduling.jobs import queries, submission
 from scheduling.models import TaskType, Topology, WorkloadKind
 from scheduling.templates import services as job_templates
 
-#: Fields the page does not show: the project names its tenant; preempted jobs requeue.
-NOT_ON_PAGE = ("tenant", "requeue_on_preemption")
+#: Fields the page does not show: the project names its tenant; preempted jobs requeue; sparing one's own jobs
+#: is offered by the warning that names them (templates/scheduling/_own_preemptions.html).
+NOT_ON_PAGE = ("tenant", "requeue_on_preemption", "spare_own_jobs")
 CHOICE_FIELDS = ("project", "task_type", "gpu_model", "topology", "kind")
 #: The kinds that use a field (static/js/fields_by_kind.js shows only those of the chosen kind); others: every kind.
 FIELDS_BY_KIND = {"replicas": (WorkloadKind.SERVICE,), "port": (WorkloadKind.SERVICE,),
@@ -87,11 +88,13 @@ class JobSubmitForm(forms.Form):
         for spec in submission.SUBMIT_FIELDS:
             if spec.name not in NOT_ON_PAGE:
                 self.fields[spec.name] = _form_field(spec)
+        projects = submission.submittable_projects(user)
         self.fields["project"].choices = [(f"{p.tenant.name}/{p.name}", f"{p.tenant.name} / {p.name}")
-                                          for p in submission.submittable_projects(user)]
+                                          for p in projects]
         self.fields["task_type"].choices = [
             (t.code, _("%(name)s (priority %(p)d%(approval)s)") % {
-                "name": t.name, "p": t.priority, "approval": _(", needs approval") if t.requires_approval else ""})
+                "name": t.display_name, "p": t.priority,
+                "approval": _(", needs approval") if t.requires_approval else ""})
             for t in TaskType.objects.all()]
         if not self.is_bound and TaskType.objects.filter(code="research").exists():
             self.initial.setdefault("task_type", "research")
@@ -99,6 +102,11 @@ class JobSubmitForm(forms.Form):
             (c.gpu_model, _("%(model)s (%(n)d nodes, up to %(g)d GPUs per node)") % {
                 "model": c.gpu_model, "n": c.nodes, "g": c.max_gpus_per_node})
             for c in gpu_model_catalogue().values()]
+        if not self.is_bound and not self.initial.get("gpu_model"):  # not one whose quota is used up
+            usable = queries.usable_gpu_model(user, [m for m, _label in self.fields["gpu_model"].choices],
+                                              {p.tenant.name for p in projects})
+            if usable:
+                self.initial["gpu_model"] = usable
         self.fields["topology"].choices = Topology.choices
         self.fields["kind"].choices = WorkloadKind.choices
         if version is not None:
@@ -133,18 +141,27 @@ class JobSubmitForm(forms.Form):
                 parameters[parameter["name"]] = fields[parameter["name"]]
         return job_templates.apply_template(self.version, parameters, fields)
 
-    def submit(self):
-        """Submit through the shared service; on a rule violation attach each message to its field."""
-        if not self.is_valid():
-            return None
+    def submit(self, extra: dict | None = None, confirm=None):
+        """Submit through the shared service; on a rule violation attach each message to its field.
+
+        The service's rules run even when a field was already refused here (an option not offered), so that
+        every refusal shows at once rather than one round at a time; a field keeps its first refusal. ``extra``
+        adds submit fields the page does not show; ``confirm`` sees the checked request and may stop it before
+        anything is stored (returning False)."""
+        valid = self.is_valid()
         try:
-            request = submission.validate_job_request(self.user, self._request())
+            request = submission.validate_job_request(self.user, {**self._request(), **(extra or {})})
         except ValidationError as exc:
             for field, messages in exc.message_dict.items():
                 if field.startswith("parameters."):
                     name = field.removeprefix("parameters.")
                     field = PARAM_PREFIX + name if PARAM_PREFIX + name in self.fields else name
-                self.add_error(field if field in self.fields else None, messages)
+                if field not in self.errors:
+                    self.add_error(field if field in self.fields else None, messages)
+            return None
+        if not valid:
+            return None
+        if confirm is not None and not confirm(request):  # the page asks first (its own jobs it would stop)
             return None
         return submission.create_jobs(self.user, request)
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from fleet.models import Node
-from fleet.occupancy import Headroom
+from fleet.occupancy import Headroom, NodeWork
+from gpuportal.text import phrases
+from gpuportal.text.phrases import Phrase
 from scheduling import engine, lifecycle
 from scheduling.jobs import queries
 from scheduling.models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobEvent, Reservation
@@ -44,6 +46,13 @@ class JobOccupancy:
                                  holder, until))
         return rows
 
+    def work_on(self, node_id: int) -> list[NodeWork]:
+        rows = (_active_allocations().filter(gpu__node_id=node_id).values(
+            "job_id", "job__name", "job__tenant__name", "job__owner__username", "job__status")
+            .annotate(gpus=Count("id")).order_by("job_id"))
+        return [NodeWork(r["job_id"], r["job__name"], r["job__tenant__name"], r["job__owner__username"],
+                         r["job__status"], r["gpus"]) for r in rows]
+
     def holders(self, user, gpu_ids) -> dict[int, dict]:
         rows = list(_active_allocations().filter(gpu_id__in=list(gpu_ids)).values_list("gpu_id", "job_id"))
         visible = Job.objects.visible_to(user).filter(pk__in={j for _g, j in rows}).select_related("tenant")
@@ -64,12 +73,19 @@ def mark_jobs_hit_by_fault(sender, category: str, reason: str, node: Node, gpu_i
         # retry its avoided nodes) since the allocations were read, and a stale copy would erase it
         with transaction.atomic():
             job = Job.objects.select_for_update().get(pk=job_id)
-            lifecycle.note(job, JobEvent.Kind.FAULT, _("%(category)s on %(node)s: %(reason)s") % {
-                "category": FailureCategory(category).label, "node": node.name, "reason": reason}, data=fault, at=at)
+            lifecycle.note(job, JobEvent.Kind.FAULT, Phrase(gettext_noop("%(category)s on %(node)s: %(reason)s"), {
+                "category": phrases.label(FailureCategory(category).label), "node": node.name, "reason": reason}),
+                data=fault, at=at)
             Job.objects.filter(pk=job.pk).update(executor_state={**(job.executor_state or {}), "fault": fault})
     return len(job_ids)
 
 
-def pass_after_capacity_change(sender, node: Node, **kwargs) -> None:
-    """A node was cordoned, drained or reactivated: schedule again once that is committed."""
+def pass_after_capacity_change(sender, node: Node, job_note: str = "", actor=None, **kwargs) -> None:
+    """A node was cordoned, drained or reactivated: the jobs running on it get ``job_note`` (the fleet's sentence
+    of what the action means for them, a phrase) on their timelines; schedule again once that is committed."""
+    if job_note:
+        job_ids = sorted({work.job_id for work in JobOccupancy().work_on(node.pk)})
+        for job in Job.objects.filter(pk__in=job_ids):
+            lifecycle.note(job, JobEvent.Kind.EXECUTOR, job_note, actor=actor,
+                           data={"node": node.name, "admin_state": node.admin_state})
     request_scheduling_pass()

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from fleet.models import Cluster
+from fleet.queries import capacity_summary
 from scheduling.engine.passes import decayed_usage, tenant_shares
-from scheduling.models import Job, JobQueueState, JobStatus
+from scheduling.engine.reasons import WaitReason, render_reason, render_reason_for_others
+from scheduling.models import WAITING_STATUSES, Job, JobQueueState, JobStatus, task_type_label
 from scheduling.passes.snapshots import load_snapshots
 from tenants.models import Quota
 from tenants.quotas import effective_quotas, quota_gpus
@@ -67,27 +71,74 @@ def size_text(nodes: int, gpus_per_node: int, gpu_milli: int, gpu_model: str) ->
     return f"{nodes} x {gpus_per_node:g}{share} {gpu_model}"
 
 
-def cluster_queue(user, cluster_name: str | None = None) -> list[dict]:
-    """The waiting jobs in queue order; other tenants' jobs show their tenant, size and reason code only."""
+def cluster_queue(user, cluster_name: str | None = None, gpu_model: str | None = None) -> list[dict]:
+    """The waiting jobs in queue order, each with its reason as a sentence in the reader's language and its
+    position among the jobs waiting for the same GPU model (``model_position``: the order in which that model's
+    GPUs go; ``position`` counts every model). Other tenants' jobs show their tenant, size and reason, the
+    sentence without who or which job (``render_reason_for_others``)."""
     visible = set(Job.objects.visible_to(user).waiting().values_list("pk", flat=True))
     states = (JobQueueState.objects.select_related("job__tenant", "job__task_type", "job__owner", "job__cluster")
-              .filter(job__status__in=("pending", "queued")).order_by("queue_position", "job__submitted_at"))
+              .filter(job__status__in=WAITING_STATUSES).order_by(*QUEUE_ORDER))
     clusters = {c.name for c in Cluster.objects.all()}
+    by_model = model_positions()  # counted over every waiting job, before any filter
     rows = []
     for state in states:
         job = state.job
         home = job.cluster.name if job.cluster else None
         if cluster_name and cluster_name in clusters and home and home != cluster_name:
             continue
+        if gpu_model and job.gpu_model != gpu_model:
+            continue
         mine = job.pk in visible
-        rows.append({"position": state.queue_position, "tenant": job.tenant.name, "job": job if mine else None,
+        rows.append({"position": state.queue_position, "model_position": by_model.get(job.pk),
+                     "tenant": job.tenant.name, "job": job if mine else None,
                      "id": job.pk if mine else None, "task_type": job.task_type.code,
+                     "gpu_model": job.gpu_model,
+                     "task_type_label": task_type_label(job.task_type.display_name, job.priority),
                      "size": size_text(job.node_count, job.gpus_per_node, job.gpu_milli, job.gpu_model),
                      "priority": job.priority, "reason": state.wait_reason,
-                     "message": job.wait_reason_message if mine else "", "estimated_start": state.estimated_start,
+                     "reason_label": job.get_wait_reason_display() if state.wait_reason else "",
+                     "message": _queue_sentence(state, mine), "estimated_start": state.estimated_start,
                      "earliest_start": state.earliest_start, "latest_start": state.latest_start,
                      "likely_start": job.likely_start})
     return rows
+
+
+#: The order in which the pass considers waiting jobs (its queue position, then submission; a job no pass has
+#: seen yet last, on every database).
+QUEUE_ORDER = (F("queue_position").asc(nulls_last=True), F("job__submitted_at").asc(), F("job_id").asc())
+
+
+def model_positions(job_ids=None) -> dict[int, int]:
+    """Each waiting job's place among the jobs waiting for the same GPU model (1 for the first), in the order
+    the pass considers them, over every cluster that has the model (held jobs and jobs awaiting approval keep
+    their place in that order too). ``job_ids`` narrows the answer (and the query, to those
+    jobs' models: a partition is counted whole)."""
+    states = JobQueueState.objects.filter(job__status__in=WAITING_STATUSES)
+    if job_ids is not None:
+        job_ids = set(job_ids)
+        states = states.filter(job__gpu_model__in=Job.objects.filter(pk__in=job_ids).values("gpu_model"))
+    ranked = states.annotate(model_position=Window(RowNumber(), partition_by=[F("job__gpu_model")],
+                                                   order_by=list(QUEUE_ORDER)))
+    return {job_id: position for job_id, position in ranked.values_list("job_id", "model_position")
+            if job_ids is None or job_id in job_ids}
+
+
+def _queue_sentence(state: JobQueueState, mine: bool) -> str:
+    """The job page's sentence for the reader's own jobs; for another tenant's, the same without identities."""
+    if not state.wait_reason:
+        return ""
+    render = render_reason if mine else render_reason_for_others
+    try:
+        return render(state.wait_reason, state.wait_reason_params, translate=gettext)
+    except (KeyError, TypeError, ValueError):  # numbers stored by an older pass: the reason's label still reads
+        return gettext(WaitReason(state.wait_reason).label)
+
+
+def queue_models() -> list[str]:
+    """The GPU models some job waits for (the queue page's filter)."""
+    return sorted(set(JobQueueState.objects.filter(job__status__in=WAITING_STATUSES)
+                      .values_list("job__gpu_model", flat=True)))
 
 
 def fair_share_report() -> list:
@@ -100,3 +151,13 @@ def fair_share_report() -> list:
         return []
     snapshot = snapshots[min(snapshots)]
     return tenant_shares(snapshot, decayed_usage(snapshot))
+
+
+def usable_gpu_model(user, models: list[str], tenants: set[str]) -> str | None:
+    """The model the submit form opens on: of ``models`` (in the catalogue's order), the first where one of
+    ``tenants`` (those the user may submit in) has quota left now and the cluster a free GPU; failing that, the
+    first with quota left; None when none has any (the form then keeps its first model)."""
+    free = {row.gpu_model: row.free for row in capacity_summary()}
+    left = {q.gpu_model for q in quota_usage(user) if q.tenant in tenants and q.used < q.limit}
+    with_quota = [model for model in models if model in left]
+    return next((model for model in with_quota if free.get(model, 0) > 0), with_quota[0] if with_quota else None)

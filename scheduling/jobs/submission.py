@@ -102,6 +102,9 @@ SUBMIT_FIELDS: tuple[SubmitField, ...] = (
                 gettext_lazy("Empty: the task type's default."), min_value=1,
                 max_value=settings.SCHEDULER["MAX_RUNTIME_MINUTES"]),
     SubmitField("requeue_on_preemption", "bool", gettext_lazy("Requeue when preempted"), default=True),
+    SubmitField("spare_own_jobs", "bool", gettext_lazy("Spare my running jobs"), gettext_lazy(
+        "Never stop one of your own running jobs to start this one: it waits for free GPUs instead."),
+                default=False),
     SubmitField("replicas", "int", gettext_lazy("Replicas"), gettext_lazy(
         "Service: how many copies serve, each with the GPUs above on one node."), min_value=1,
                 max_value=MAX_REPLICAS, default=1),
@@ -436,7 +439,8 @@ def _within_quota(tenant: Tenant, models: list[str], gpus_per_node: int, node_co
     """Refuse what could never run: a model the tenant has no quota for, or more GPUs than its limit.
 
     Such a job would wait forever; the limit is the effective one (bursts active now included). One acceptable
-    model the tenant may use is enough: the job lands only there."""
+    model the tenant may use is enough: the job lands only there. With ``gpus_per_node`` 0 (a size refused on
+    its own) only the model's quota is checked."""
     needed = quota_gpus(gpus_per_node, node_count) * replicas
     problems = [quota_problem(tenant, candidate, needed, node_count) for candidate in models]
     if all(problems):
@@ -487,6 +491,7 @@ class JobRequest:
     indices: list[int] = field(default_factory=list)
     array_parallelism: int | None = None
     asked: dict = field(default_factory=dict)
+    spare_own_jobs: bool = False
 
 
 def validate_job_request(user, data: Mapping) -> JobRequest:
@@ -523,9 +528,11 @@ def validate_job_request(user, data: Mapping) -> JobRequest:
         if data.get("array_parallelism") not in (None, ""):
             parallelism = attempt(_whole, "array_parallelism", data.get("array_parallelism"), 1,
                                   FIELDS["array_parallelism"].max_value)
-    if project is not None and gpu_model and not refusals.any_of("gpu_model", "gpus_per_node", "nodes"):
-        attempt(_within_quota, project.tenant, accept_models or [gpu_model], gpus_per_node, node_count,
-                replicas or 1)
+    if project is not None and gpu_model and "gpu_model" not in refusals:
+        # A model without quota is refused even while the size is wrong too: every refusal comes out at once.
+        sized = not refusals.any_of("gpus_per_node", "nodes")
+        attempt(_within_quota, project.tenant, accept_models or [gpu_model], gpus_per_node if sized else 0,
+                node_count if sized else 1, replicas or 1)
     template_version = attempt(_template_version, user, data, project)
     max_runtime = attempt(_runtime, data, task_type, kind)
     image, command, name = attempt(_image, data), attempt(_command, data), attempt(_name, data)
@@ -541,7 +548,8 @@ def validate_job_request(user, data: Mapping) -> JobRequest:
         max_runtime_minutes=max_runtime,
         requeue_on_preemption=str(data.get("requeue_on_preemption", True)).lower() not in ("false", "0", "no"),
         template_version=template_version, replicas=replicas, port=port, indices=indices,
-        array_parallelism=parallelism, asked=submitted_request(data))
+        array_parallelism=parallelism, asked=submitted_request(data),
+        spare_own_jobs=str(data.get("spare_own_jobs", False)).lower() in ("true", "1", "yes", "on"))
 
 
 def submitted_request(data: Mapping) -> dict:
@@ -611,4 +619,5 @@ def create_member(user, request: JobRequest, name: str, now, group=None, index: 
         accept_models=list(request.accept_models),
         group_index=index, revision=(revision or 1) if request.kind == WorkloadKind.SERVICE else None,
         template_version=request.template_version,
+        spare_own_jobs=request.spare_own_jobs,
     )

@@ -14,14 +14,16 @@ from fleet.models import Cluster
 from fleet.queries import capacity_summary
 from gpuportal.storage import pagecache
 from scheduling.executors import read_job_log
-from scheduling.executors.logs import DEFAULT_TAIL
+from scheduling.executors.logs import DEFAULT_TAIL, kept_log
 from scheduling.jobs import actions as job_actions
 from scheduling.jobs import cloning, queries
+from scheduling.jobs.attempts import attempts_of, current_attempt, stopped_by
 from scheduling.jobs.filtersets import JobFilterSet
 from scheduling.jobs.forms import JobSubmitForm
 from scheduling.jobs.limits import CANCEL_REASON_MAX
 from scheduling.jobs.progress import estimated_finish, run_deadline
 from scheduling.models import LONG_RUNNING_KINDS, Job, WorkloadKind
+from scheduling.passes import preview
 from scheduling.templates import services as job_templates
 from scheduling.workloads.queries import count_pairs, ended, live_state, may_open, visible_groups
 from tenants import access
@@ -79,16 +81,28 @@ def job_detail(request, pk):
         "job": job, "placement": sorted(per_node.items(), key=lambda item: item[0].name),
         "max_cancel_reason": CANCEL_REASON_MAX,
         "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
-        "estimated_finish": estimated_finish(job), "attempts": (job.executor_state or {}).get("attempts", []),
+        "estimated_finish": estimated_finish(job), "attempts": attempts_of(job, request.user),
+        "stopped": stopped_by(job, request.user),
+        "model_position": queries.model_positions([job.pk]).get(job.pk) if job.is_waiting else None,
         "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
         "deadline": run_deadline(job), "max_runtime_seconds": (job.max_runtime_minutes or 0) * 60,
         "run_seconds": ((job.finished_at or timezone.now()) - job.started_at).total_seconds() if job.started_at else 0,
-        "log": read_job_log(job, DEFAULT_TAIL),
+        "log": _log_of(job, request.GET.get("attempt", "")),
         "live": live_state(job) if job.kind in LONG_RUNNING_KINDS else None,
         "can_open": job.kind == WorkloadKind.NOTEBOOK and may_open(request.user, job),
         "can_clear_avoidance": job.is_waiting and bool((job.executor_state or {}).get("avoid_nodes"))
         and access.is_platform_admin(request.user),
     })
+
+
+def _log_of(job: Job, asked: str):
+    """The log shown: the current attempt's, or an earlier one's (``?attempt=N``: the lines the portal kept)."""
+    number = int(asked) if asked.isdigit() and len(asked) < 7 else None
+    if number is not None and number != current_attempt(job):
+        kept = kept_log(job, number, DEFAULT_TAIL)
+        if kept is not None:
+            return kept
+    return read_job_log(job, DEFAULT_TAIL)
 
 
 @login_required
@@ -120,14 +134,27 @@ def job_submit(request):
     if posted and reference and version is None:  # archived meanwhile: its parameters cannot be applied
         form.is_valid()
         form.add_error(None, gone)
-    elif posted:
-        job = form.submit()
+    own_preemptions = []
+    if posted and not (reference and version is None):
+        # Before a job that would stop the user's own running jobs is stored, the page names them and asks:
+        # submit anyway ("preempt"), or submit so that it spares them ("spare").
+        choice = request.POST.get("own_jobs", "")
+        choice = choice if choice in ("preempt", "spare") else ""
+        extra = {"spare_own_jobs": True} if choice == "spare" else {}
+
+        def confirm(job_request) -> bool:
+            if choice:
+                return True
+            own_preemptions.extend(preview.own_preemptions(request.user, job_request))
+            return not own_preemptions
+
+        job = form.submit(extra, confirm)
         if job is not None:
             messages.success(request, _("Job #%(id)d submitted.") % {"id": job.pk})
             return redirect("scheduling:job-detail", pk=job.pk)
     templates = [(t, job_templates.latest_version(t)) for t in job_templates.usable_templates(request.user)]
     return render(request, "scheduling/job_form.html", {
-        "form": form, "version": version, "clone_of": clone_of,
+        "form": form, "version": version, "clone_of": clone_of, "own_preemptions": own_preemptions,
         "templates": [(t, v) for t, v in templates if v is not None]}, status=400 if form.errors else 200)
 
 
@@ -175,7 +202,9 @@ def job_clear_avoidance(request, pk):
 
 @login_required
 def queue(request):
-    cluster = request.GET.get("cluster", "")
+    cluster, gpu_model = request.GET.get("cluster", ""), request.GET.get("gpu_model", "")
     return render(request, "scheduling/queue.html", {
-        "rows": queries.cluster_queue(request.user, cluster or None), "shares": queries.fair_share_report(),
-        "clusters": Cluster.objects.all(), "cluster": cluster})
+        "rows": queries.cluster_queue(request.user, cluster or None, gpu_model or None),
+        "shares": queries.fair_share_report(), "clusters": Cluster.objects.all(), "cluster": cluster,
+        "models": queries.queue_models(), "gpu_model": gpu_model,
+        "time_zone": timezone.get_current_timezone_name()})

@@ -20,8 +20,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from fleet.models import ExecutorKind
 from gpuportal.observability import telemetry
 from gpuportal.storage.db import bulk_set
+from gpuportal.text import phrases
 from gpuportal.text.phrases import Phrase
 from scheduling import lifecycle
 from scheduling.executors import executor_for
@@ -36,14 +38,15 @@ def fail_dispatch(job: Job, exc: Exception) -> int:
     """Fail a job the cluster refused (dispatch, or the reconciler making its objects again); 0 when it
     changed state meanwhile (a cancel wins)."""
     telemetry.increment("gpuportal_dispatch_errors_total", cluster=job.cluster.name)
-    message = _("Dispatch failed: the cluster %(c)s refused the job's objects after every retry: %(error)s") % {
-        "c": job.cluster.name, "error": exc}
+    message = Phrase(gettext_noop(
+        "Dispatch failed: the cluster %(c)s refused the job's objects after every retry: %(error)s"), {
+        "c": job.cluster.name, "error": str(exc)})
     events = lifecycle.transition_many(
         [job], JobStatus.FAILED, {job.pk: message}, skip_moved=True, failure_category=FailureCategory.DISPATCH,
         failure_message=message, executor_state={**job.executor_state, "diagnosis": {
             "category": FailureCategory.DISPATCH, "message": message, "evidence": {"error": str(exc)},
-            "advice": _("Check the image name and the job's settings; if the message names the "
-                        "cluster (quota, admission webhook), tell the platform admins.")}})
+            "advice": Phrase(gettext_noop("Check the image name and the job's settings; if the message names the "
+                                          "cluster (quota, admission webhook), tell the platform admins."))}})
     return len(events)
 
 
@@ -53,7 +56,7 @@ def _mark_dispatching(cluster, executor, ready: list[Job], now) -> list[Job]:
     if not ready:
         return []
     reason = Phrase(gettext_noop("Sent to cluster %(c)s (%(kind)s executor)."), {
-        "c": cluster.name, "kind": cluster.executor})
+        "c": cluster.name, "kind": phrases.label(ExecutorKind(cluster.executor).label)})
     with transaction.atomic():
         events = lifecycle.transition_many(ready, JobStatus.DISPATCHING, {job.pk: reason for job in ready}, at=now,
                                            skip_moved=True)

@@ -23,12 +23,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from audit import log as audit
 from audit.models import AuditAction
 from fleet.models import Cluster, ExecutorKind
 from gpuportal.observability import telemetry
+from gpuportal.text import phrases
+from gpuportal.text.phrases import Phrase
 from scheduling import lifecycle
 from scheduling.executors import KubernetesExecutor
 from scheduling.executors.kubernetes import manifests
@@ -75,8 +77,8 @@ def release_orphan_allocations(now: datetime, report: ReconcileReport) -> None:
     for job_id, allocations in by_job.items():
         job = allocations[0].job
         gpus = [f"{a.gpu.node.name}/gpu{a.gpu.index}" for a in allocations]
-        reason = _("Released %(n)d GPU(s) still allocated to this %(status)s job: %(gpus)s.") % {
-            "n": len(gpus), "status": job.get_status_display().lower(), "gpus": ", ".join(gpus)}
+        reason = Phrase(gettext_noop("Released %(n)d GPU(s) still allocated to this job (%(status)s): %(gpus)s."), {
+            "n": len(gpus), "status": phrases.label(JobStatus(job.status).label), "gpus": ", ".join(gpus)})
         with transaction.atomic():
             JobAllocation.objects.filter(pk__in=[a.pk for a in allocations], released_at__isnull=True).update(
                 released_at=now)
@@ -93,8 +95,9 @@ def redispatch_stuck_admitted(now: datetime, report: ReconcileReport) -> None:
     if not stuck:
         return
     for job in stuck:
-        reason = _("Admitted %(s)d s ago and still not sent to its cluster (a lost message or a stopped "
-                   "worker): dispatched again by the reconciler.") % {"s": (now - job.admitted_at).total_seconds()}
+        reason = Phrase(gettext_noop("Admitted %(s)d s ago and still not sent to its cluster (a lost message or a "
+                                     "stopped worker): dispatched again by the reconciler."), {
+            "s": int((now - job.admitted_at).total_seconds())})
         _note(job, reason, {"repair": "redispatched"}, now)
         report.repairs.append(Repair("redispatched", job.pk, reason))
     dispatch_many([job.pk for job in stuck])
@@ -114,8 +117,9 @@ def recreate_missing_objects(cluster: Cluster, executor: KubernetesExecutor, now
     for job in jobs:
         if not _dispatched_before(job, now - bound) or executor.has_objects(job):
             continue
-        reason = _("Dispatched over %(s)d s ago but its objects never appeared on cluster %(c)s: created again "
-                   "by the reconciler.") % {"s": bound.total_seconds(), "c": cluster.name}
+        reason = Phrase(gettext_noop("Dispatched over %(s)d s ago but its objects never appeared on cluster %(c)s: "
+                                     "created again by the reconciler."), {
+            "s": int(bound.total_seconds()), "c": cluster.name})
         _note(job, reason, {"repair": "recreated"}, now)
         report.repairs.append(Repair("recreated", job.pk, reason, cluster.name))
         try:
@@ -143,8 +147,9 @@ def delete_orphan_objects(cluster: Cluster, executor: KubernetesExecutor, now: d
         if current:
             continue
         executor.delete_objects(meta.get("namespace", ""), meta.get("name", ""))
-        reason = _("Deleted %(ns)s/%(name)s from cluster %(c)s: it belongs to no running attempt of this job.") % {
-            "ns": meta.get("namespace"), "name": meta.get("name"), "c": cluster.name}
+        reason = Phrase(gettext_noop(
+            "Deleted %(ns)s/%(name)s from cluster %(c)s: it belongs to no running attempt of this job."), {
+            "ns": meta.get("namespace"), "name": meta.get("name"), "c": cluster.name})
         if job is not None:
             _note(job, reason, {"repair": "deleted", "namespace": meta.get("namespace"), "object": meta.get("name")},
                   now)

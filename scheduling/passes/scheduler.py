@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from audit import log as audit
@@ -29,11 +28,13 @@ from audit.models import AuditAction
 from gpuportal.observability import telemetry
 from gpuportal.storage import pagecache
 from gpuportal.storage.db import bulk_insert, bulk_set
-from gpuportal.text.phrases import Phrase
+from gpuportal.text.phrases import Clauses, Phrase
 from scheduling import engine, lifecycle
 from scheduling.executors import executor_for
+from scheduling.executors.logs import DEFAULT_TAIL
 from scheduling.models import (
     ACTIVE_STATUSES,
+    PREEMPTION_RULES,
     WAITING_STATUSES,
     FailureCategory,
     Job,
@@ -41,6 +42,8 @@ from scheduling.models import (
     JobEvent,
     JobQueueState,
     JobStatus,
+    PreemptedBy,
+    StoppedNote,
 )
 from scheduling.passes.snapshots import load_snapshots
 
@@ -136,34 +139,51 @@ def _preempt(preemption, jobs: dict, now, report: PassReport) -> None:
     victim, preemptor = jobs[preemption.victim_id], jobs[preemption.preemptor_id]
     if victim.status not in ACTIVE_STATUSES:
         return  # it ended or was cancelled since the snapshot: its GPUs are free anyway
-    text = _("Preempted by job #%(job)d of tenant %(tenant)s (%(rule)s).") % {
-        "job": preemptor.pk, "tenant": preemption.preemptor_tenant, "rule": _(preemption.rule)}
-    data = {"preemptor": preemptor.pk, "preemptor_tenant": preemption.preemptor_tenant, "rule": preemption.rule}
+    # No job id in the stored sentence: the victim's readers may not see the preemptor (another tenant's). The
+    # job page names it to those who may (``scheduling.jobs.attempts``), from the data kept beside it.
+    rule = Phrase(PREEMPTION_RULES.get(preemption.rule, preemption.rule))
+    text = Phrase(gettext_noop("Preempted by a job of tenant %(tenant)s (%(rule)s)."), {
+        "tenant": preemption.preemptor_tenant, "rule": rule})
+    data: PreemptedBy = {"preemptor": preemptor.pk, "preemptor_tenant": preemption.preemptor_tenant,
+                         "preemptor_owner": preemptor.owner_id, "rule": preemption.rule}
     if not lifecycle.transition_many([victim], JobStatus.PREEMPTED, {victim.pk: text}, at=now,
                                      data={victim.pk: data}, skip_moved=True,
                                      failure_category=FailureCategory.PREEMPTED, failure_message=text):
         return  # it ended or was cancelled since the snapshot: its GPUs are free anyway
+    # The record is read by the victim's tenant: the preemptor's tenant and the rule, never its id (another
+    # tenant's job); the preemptor's own timeline names the job it stopped.
     audit.record(AuditAction.JOB_PREEMPT, victim, reason=text, actor=None,
-                 after={"preemptor": preemptor.pk, "preemptor_tenant": preemption.preemptor_tenant,
-                        "rule": preemption.rule})
+                 after={"preemptor_tenant": preemption.preemptor_tenant, "rule": preemption.rule})
+    stopped: StoppedNote = {"victim": victim.pk, "victim_tenant": victim.tenant.name, "victim_owner": victim.owner_id,
+                        "rule": preemption.rule}
+    lifecycle.note(preemptor, JobEvent.Kind.PREEMPTION, Phrase(gettext_noop(
+        "Stopped a running job of tenant %(tenant)s to start (%(rule)s)."), {"tenant": victim.tenant.name,
+                                                                            "rule": rule}), data=stopped, at=now)
     if victim.cluster_id:
-        executor_for(victim.cluster).stop(victim)
+        executor = executor_for(victim.cluster)
+        lifecycle.keep_attempt_log(victim, executor.stopped_log(victim, DEFAULT_TAIL))
+        executor.stop(victim)
     if victim.requeue_on_preemption:
-        lifecycle.transition(victim, JobStatus.QUEUED, _("Requeued after preemption (retry %(n)d).") % {
-            "n": victim.retry_count + 1}, at=now, retry_count=victim.retry_count + 1, cluster=None,
-            executor_state={}, failure_category="", failure_message="", data=data)
+        requeued = Phrase(gettext_noop("Requeued after preemption (retry %(n)d)."), {"n": victim.retry_count + 1})
+        lifecycle.transition(victim, JobStatus.QUEUED, requeued, at=now, retry_count=victim.retry_count + 1,
+                             cluster=None, executor_state={},
+                             failure_category="", failure_message="", data=data)
     report.preempted.append((victim.pk, preemptor.pk, preemption.rule))
 
 
 def _admission_reason(job: Job, admission, where: list[str]) -> str:
-    how = []
+    params = {"n": f"{job.total_gpus:g}", "model": job.gpu_model, "where": "; ".join(where)}
+    if admission.backfilled and admission.borrowing:
+        return Phrase(gettext_noop("Admitted: %(n)s x %(model)s on %(where)s. (backfilled: it ends before the first "
+                                   "waiting job of its model can start; borrowing idle GPUs beyond the tenant's "
+                                   "guarantee (reclaimable))"), params)
     if admission.backfilled:
-        how.append(_("backfilled: it ends before the first waiting job of its model can start"))
+        return Phrase(gettext_noop("Admitted: %(n)s x %(model)s on %(where)s. (backfilled: it ends before the first "
+                                   "waiting job of its model can start)"), params)
     if admission.borrowing:
-        how.append(_("borrowing idle GPUs beyond the tenant's guarantee (reclaimable)"))
-    reason = Phrase(gettext_noop("Admitted: %(n)s x %(model)s on %(where)s."), {
-        "n": f"{job.total_gpus:g}", "model": job.gpu_model, "where": "; ".join(where)})
-    return f"{reason} ({'; '.join(how)})" if how else reason
+        return Phrase(gettext_noop("Admitted: %(n)s x %(model)s on %(where)s. (borrowing idle GPUs beyond the "
+                                   "tenant's guarantee (reclaimable))"), params)
+    return Phrase(gettext_noop("Admitted: %(n)s x %(model)s on %(where)s."), params)
 
 
 def _admit(admissions, jobs: dict, node_by_id, gpu_by_key, now, report: PassReport) -> None:
@@ -213,8 +233,8 @@ def _end_hopeless(waiting, now, report: PassReport) -> list:
     reasons, data = {}, {}
     for job in jobs:
         attempts = (job.executor_state or {}).get("attempts", [])
-        history = "; ".join(_("attempt %(n)d on %(node)s: %(message)s") % {
-            "n": i, "node": a.get("node") or "?", "message": a.get("message", "")} for i, a in enumerate(attempts, 1))
+        history = Clauses(Phrase(gettext_noop("attempt %(n)d on %(node)s: %(message)s"), {
+            "n": i, "node": a.get("node") or "?", "message": a.get("message", "")}) for i, a in enumerate(attempts, 1))
         wait = hopeless[job.pk]
         reasons[job.pk] = Phrase(gettext_noop(
             "Ended without another attempt: it avoids %(avoided)s after node faults, and no other %(gpu_model)s node "

@@ -102,7 +102,7 @@ def running_jobs(now, estimates: dict | None = None) -> tuple[engine.RunningJob,
     for job in Job.objects.active().values("id", "tenant__name", "gpu_model", "priority", "task_type__preemptible",
                                            "task_type__code", "submitted_at", "admitted_at", "started_at",
                                            "max_runtime_minutes", "gpus_per_node", "node_count", "cpu_milli",
-                                           "memory_mib", "kind", "group_id", "group__name"):
+                                           "memory_mib", "kind", "group_id", "group__name", "owner_id"):
         per_node: dict[tuple[int, int], list[int]] = defaultdict(list)
         for node_id, index, fraction in placements.get(job["id"], []):
             per_node[(node_id, round(fraction * 1000))].append(index)
@@ -112,7 +112,7 @@ def running_jobs(now, estimates: dict | None = None) -> tuple[engine.RunningJob,
             preemptible=_preemptible(job), task_type=job["task_type__code"],
             submitted_at=job["submitted_at"].timestamp(), started_at=started.timestamp(),
             max_runtime=_max_runtime(job), expected_runtime=_expected_runtime(job, estimates),
-            cpu_milli=job["cpu_milli"], memory_mib=job["memory_mib"], group=_array_of(job),
+            cpu_milli=job["cpu_milli"], memory_mib=job["memory_mib"], group=_array_of(job), owner=job["owner_id"],
             placements=tuple(engine.Placement(n, tuple(sorted(ix)), milli) for (n, milli), ix in
                              sorted(per_node.items()))))
     return tuple(running)
@@ -136,6 +136,22 @@ def avoided_nodes(state: dict | None, now, schedulable: dict[int, bool]) -> tupl
     return tuple(kept)
 
 
+def home_cluster(healthy_gpus: dict[tuple[str, str], int], cluster_names, gpu_model: str) -> str:
+    """The cluster a waiting job that names none is scheduled on: the one with the most healthy GPUs of its
+    model on schedulable nodes (``healthy_gpus``: (cluster, model) -> GPUs), the last name on a tie."""
+    return max(cluster_names, key=lambda name: (healthy_gpus.get((name, gpu_model), 0), name), default="")
+
+
+def healthy_gpus_of(snapshots: dict[str, engine.Snapshot]) -> dict[tuple[str, str], int]:
+    """``home_cluster``'s count read from engine snapshots (their nodes list healthy GPUs only)."""
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for name, snapshot in snapshots.items():
+        for node in snapshot.nodes:
+            if node.schedulable:
+                counts[(name, node.gpu_model)] += len(node.gpu_indices)
+    return counts
+
+
 def _waiting_by_cluster(clusters, nodes, estimates, now) -> dict[str, list[engine.WaitingJob]]:
     """Waiting jobs by the cluster they belong to: the one they name, else the one with the most healthy
     GPUs of their model."""
@@ -148,11 +164,9 @@ def _waiting_by_cluster(clusters, nodes, estimates, now) -> dict[str, list[engin
     for j in Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.PENDING)).values(
             "id", "tenant__name", "gpu_model", "gpus_per_node", "node_count", "priority", "task_type__code",
             "task_type__preemptible", "submitted_at", "gpu_milli", "cpu_milli", "memory_mib", "topology",
-            "max_runtime_minutes", "held_by", "status", "cluster__name", "executor_state", "kind", "group_id",
-            "group__name", "group__parallelism", "accept_models"):
-        home = j["cluster__name"] or max(
-            (c.name for c in clusters), key=lambda name: (healthy_gpus.get((name, j["gpu_model"]), 0), name),
-            default="")
+            "max_runtime_minutes", "held_by", "status", "cluster__name", "executor_state", "spare_own_jobs", "kind",
+            "group_id", "group__name", "group__parallelism", "accept_models", "owner_id"):
+        home = j["cluster__name"] or home_cluster(healthy_gpus, [c.name for c in clusters], j["gpu_model"])
         by_cluster[home].append(engine.WaitingJob(
             id=j["id"], tenant=j["tenant__name"], gpu_model=j["gpu_model"], gpus_per_node=j["gpus_per_node"],
             nodes=j["node_count"], priority=j["priority"], task_type=j["task_type__code"],
@@ -161,7 +175,8 @@ def _waiting_by_cluster(clusters, nodes, estimates, now) -> dict[str, list[engin
             expected_runtime=_expected_runtime(j, estimates), preemptible=_preemptible(j), held=j["held_by"],
             group=_array_of(j), group_limit=(j["group__parallelism"] or 0) if _array_of(j) else 0,
             accept_models=tuple(j["accept_models"] or ()),
-            awaiting_approval=j["status"] == JobStatus.PENDING,
+            awaiting_approval=j["status"] == JobStatus.PENDING, owner=j["owner_id"],
+            spare_owner=j["spare_own_jobs"],
             avoid_nodes=avoided_nodes(j["executor_state"], now, schedulable)))
     return by_cluster
 

@@ -36,7 +36,10 @@ def _position(job) -> str:
         return "—"
     text = escape(gettext("%(p)s (tenant: %(t)s)") % {"p": job.queue_position, "t": job.tenant_queue_position})
     if job.likely_start:
-        starts = gettext("starts %(when)s") % {"when": job.likely_start}
+        when = job.likely_start  # in the reader's zone, which it names when it is a time
+        if job.estimated_start is not None:
+            when = f"{when} {template_localtime(job.estimated_start).strftime('%Z')}"
+        starts = gettext("starts %(when)s") % {"when": when}
         text += f'<div class="muted">{escape(starts)}</div>'
     return text
 
@@ -53,22 +56,32 @@ def _reason(job) -> str:
     return ""
 
 
-def _row(job) -> str:
+def _row(job, labels: list[str]) -> str:
+    """One job's row. Each cell carries its column's heading (``data-label``): on a phone the rows are drawn
+    as cards, each cell under its heading, so that status, reason and likely start need no sideways scroll."""
     url = escape(reverse("scheduling:job-detail", args=[job.pk]))
-    return (f'<tr data-job-id="{job.pk}"><td><a href="{url}">{job.pk}</a></td>'
-            f'<td><a href="{url}">{escape(job.name)}</a><div class="muted">{escape(job.owner.username)}</div></td>'
-            f"<td>{escape(job.tenant.name)} / {escape(job.project.name)}</td><td>{escape(job.task_type.code)}</td>"
-            f"<td>{job.node_count} × {job.gpus_per_node} {escape(job.gpu_model)}</td><td>{job_status(job)}</td>"
-            f'<td class="position">{_position(job)}</td><td class="reason">{_reason(job)}</td>'
-            f'<td><time title="{escape(relative_time(job.submitted_at))}">'
-            f'{_when(job.submitted_at, "%Y-%m-%d %H:%M")}</time></td></tr>')
+    n, name, where, task, gpus, status, position, reason, submitted = labels
+    return (f'<tr data-job-id="{job.pk}"><td class="id" data-label="{n}"><a href="{url}">{job.pk}</a></td>'
+            f'<td class="name" data-label="{name}"><a href="{url}">{escape(job.name)}</a>'
+            f'<div class="muted">{escape(job.owner.username)}</div></td>'
+            f'<td class="where" data-label="{where}">{escape(job.tenant.name)} / {escape(job.project.name)}</td>'
+            f'<td class="task" data-label="{task}">{escape(job.task_type.code)}</td>'
+            f'<td class="gpus" data-label="{gpus}">{job.node_count} × {job.gpus_per_node} {escape(job.gpu_model)}'
+            f'</td><td class="state" data-label="{status}">{job_status(job)}</td>'
+            f'<td class="position" data-label="{position}">{_position(job)}</td>'
+            f'<td class="reason" data-label="{reason}">{_reason(job)}</td>'
+            f'<td class="submitted" data-label="{submitted}"><time title="{escape(relative_time(job.submitted_at))}">'
+            f'{escape(_when(job.submitted_at, "%Y-%m-%d %H:%M %Z"))}</time></td></tr>')
 
 
 @register.simple_tag
 def job_table(jobs, empty_text: str):
-    """A table of jobs (one row each, linking to the job), or ``empty_text`` in its one row."""
-    head = format_html_join("", "<th>{}</th>", (("#",), *((gettext(heading),) for heading in _HEADINGS)))
-    rows = mark_safe("\n".join(_row(job) for job in jobs))  # noqa: S308 — every value is escaped in _row
+    """A table of jobs (one row each, linking to the job), or ``empty_text`` in its one row. Times carry the
+    year and the reader's time zone."""
+    headings = ["#", *(gettext(heading) for heading in _HEADINGS)]
+    head = format_html_join("", "<th>{}</th>", ((heading,) for heading in headings))
+    labels = [escape(heading) for heading in headings]
+    rows = mark_safe("\n".join(_row(job, labels) for job in jobs))  # noqa: S308 — every value is escaped in _row
     if not rows:
         rows = format_html('<tr><td colspan="9" class="empty">{}</td></tr>', empty_text)
     return format_html('<div class="table-wrap"><table class="jobs">\n  <thead><tr>{}</tr></thead>\n  <tbody>\n{}\n'

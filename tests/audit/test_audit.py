@@ -3,8 +3,10 @@
 import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
+from django.utils import translation
 
 from audit import log
+from audit.changes import value_text
 from audit.models import AuditAction, AuditRecord
 from fleet import services
 from fleet.agents import tokens as agent_tokens
@@ -83,6 +85,9 @@ def test_preemption_is_audited(users):
     [entry] = records(AuditAction.JOB_PREEMPT)
     assert entry.tenant.name == "vision" and entry.after["preemptor_tenant"] == "nlp" and entry.actor is None
     assert entry.after["rule"] == "reclaim within guarantee"
+    assert "preemptor" not in entry.after  # read by the victim's tenant: no id of the other tenant's job
+    with translation.override("zh-hans"):  # the rule in the scheduling app's words, in the reader's language
+        assert value_text(entry.after["rule"]) == "在保障额度内回收"
     assert Job.objects.get(pk=entry.object_id).events.filter(to_status=JobStatus.PREEMPTED).count() == 1
 
 
@@ -159,8 +164,8 @@ def test_scoping_page_csv_and_api(client, api, users):
 def test_source_address_and_actor_come_from_the_request(client, users):
     client.login(username="admin", password="demo")
     node = Node.objects.first()
-    response = client.post(f"/inventory/nodes/{node.name}/action/", {"action": "cordoned", "reason": "fan"},
-                           REMOTE_ADDR="10.9.8.7")
+    response = client.post(f"/inventory/nodes/{node.name}/action/", {"action": "cordoned", "reason": "fan",
+                                                                   "confirm": "1"}, REMOTE_ADDR="10.9.8.7")
     assert response.status_code == 302
     [entry] = records(AuditAction.NODE_ADMIN)
     assert entry.actor_name == "admin" and entry.source_address == "10.9.8.7"

@@ -36,7 +36,8 @@ def test_recorded_address_of_a_request(client, users, settings):
     node = Node.objects.first()
     for state, remote, expected in (("cordoned", "198.51.100.9", "198.51.100.9"),  # forged header: ignored
                                     ("draining", "10.0.0.2", "192.0.2.44")):  # from our proxy: believed
-        response = client.post(f"/inventory/nodes/{node.name}/action/", {"action": state, "reason": "fan"},
+        response = client.post(f"/inventory/nodes/{node.name}/action/", {"action": state, "reason": "fan",
+                                                                          "confirm": "1"},
                                REMOTE_ADDR=remote, HTTP_X_FORWARDED_FOR="192.0.2.44")
         assert response.status_code == 302
         assert AuditRecord.objects.filter(action=AuditAction.NODE_ADMIN).latest("seq").source_address == expected

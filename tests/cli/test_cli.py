@@ -160,6 +160,9 @@ def test_quota_queue_and_reports(cli, users):
         line.split()[:4] == ["vision", "A100", "16", "8"] for line in quota_table)
     queue = cli("queue", "--json").json["results"]
     assert [(row["job"], row["wait_reason"]) for row in queue] == [(int(job_id), "quota_exhausted")]
+    queue_table = cli("queue").out.splitlines()  # the place among the jobs waiting for the same model
+    assert queue_table[0].split()[:3] == ["GPU", "MODEL", "POS"]
+    assert any(line.split()[:3] == [queue[0]["gpu_model"], "1", job_id] for line in queue_table[1:])
 
     month = f"{timezone.now():%Y-%m}"
     tenant_report = cli("report", "--month", month, "--tenant", "vision")

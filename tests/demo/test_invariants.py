@@ -287,9 +287,12 @@ def _stored_moments(job: Job, detail: dict, changes: list[dict]) -> list[str]:
     """Admitted, started and finished are the moments of the last such events; no run outlives its max
     runtime (by more than the sync's lag), and one that timed out lasted at least that long."""
     problems = []
+    requeued = [i for i, e in enumerate(changes) if e["to_status"] == S.QUEUED and e["from_status"] in (
+        *ACTIVE_STATUSES, S.PREEMPTED)]
+    current = changes[requeued[-1] + 1:] if requeued else changes  # a requeued job shows its current attempt only
     for field, statuses in (("admitted_at", (S.ADMITTED,)), ("started_at", (S.RUNNING,)),
                             ("finished_at", TERMINAL_STATUSES)):
-        moments = [e["at"] for e in changes if e["to_status"] in statuses]
+        moments = [e["at"] for e in (changes if field == "finished_at" else current) if e["to_status"] in statuses]
         if field == "finished_at" and job.status not in TERMINAL_STATUSES:
             moments = []
         stored, expected = _at(detail[field]), _at(moments[-1]) if moments else None
@@ -403,15 +406,16 @@ def _attempts(job: Job, detail: dict, text: str) -> list[str]:
         problems.append(f"retry_count {detail['retry_count']}, but {len(retries)} retries in its timeline")
     if not infrastructure:
         return problems
-    listed = [html.unescape(item) for item in re.findall(r"<li>(Attempt \d+: .*?)</li>", text.split(
-        '<ol class="attempts">', 1)[-1].split("</ol>", 1)[0], re.S)] if '<ol class="attempts">' in text else []
+    listed = {int(number): html.unescape(item) for number, item in re.findall(
+        r'<li class="attempt[^"]*" id="attempt-(\d+)"[^>]*>(.*?)</li>', text.split('<ol class="attempts">', 1)[-1]
+        .split("</ol>", 1)[0], re.S)} if '<ol class="attempts">' in text else {}
     for event in infrastructure:
         data, at = event["data"], _at(event["at"])
         kept = [a for a in attempts if _at(a.get("at")) == at and a.get("category") == data["category"]]
         if not kept:
             problems.append(f"the attempt that failed with {data['category']} at {at} is not among its attempts")
-        elif (f"Attempt {kept[0]['attempt'] + 1}: {FailureCategory(data['category']).label} — {data['message']}"
-              not in listed):  # the category by its label, as the page reads it
+        elif not all(shown in listed.get(kept[0]["attempt"] + 1, "") for shown in (
+                f'title="{data["category"]}">{FailureCategory(data["category"]).label}<', data["message"])):
             problems.append(f"the page does not list attempt {kept[0]['attempt'] + 1} ({data['category']})")
     return problems
 

@@ -202,7 +202,7 @@ def test_cordoned_and_draining_nodes_take_no_new_work(lab, users):
     Quota.objects.create(tenant=Tenant.objects.get(name="vision"), gpu_model="H200", guaranteed_gpus=12,
                          limit_gpus=12)
     services.set_node_admin_state(users["admin"], lab.node(0), "cordoned", "firmware update")
-    services.set_node_admin_state(users["admin"], lab.node(1), "draining")
+    services.set_node_admin_state(users["admin"], lab.node(1), "draining", "rack move")
     job = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4))
     assert {a.gpu.node.name for a in job.allocations.all()} == {"lab-n2"}
     blocked = submission.submit_job(users["alice"], job_payload(gpu_model="H200", gpus_per_node=4))

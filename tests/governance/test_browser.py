@@ -5,17 +5,9 @@ import pytest
 
 from governance.models import PriorityRequest
 from scheduling.jobs import submission
-from tests.conftest import job_payload
+from tests.conftest import job_payload, login, logout
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def login(page, url, username):
-    page.goto(f"{url}/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", "demo")
-    page.click("main button[type=submit]")
-    page.wait_for_url(f"{url}/")
 
 
 def test_carol_approves_alices_request_and_alice_sees_it(page, live_server, users):
@@ -41,7 +33,7 @@ def test_carol_approves_alices_request_and_alice_sees_it(page, live_server, user
     assert page.locator("#request-state").inner_text() == "Pending"
     assert "Nobody decides their own request" in page.locator("#no-decision").inner_text()
     request = PriorityRequest.objects.get()
-    page.click("header button.link")  # log out
+    logout(page)
 
     login(page, url, "carol")
     page.goto(f"{url}/requests/")
@@ -50,7 +42,7 @@ def test_carol_approves_alices_request_and_alice_sees_it(page, live_server, user
     page.fill("#id_comment", "Approved for this sweep only.")
     page.click("#approve")
     page.wait_for_selector("#decision")
-    page.click("header button.link")
+    logout(page)
 
     login(page, url, "alice")
     assert page.locator("#notifications-link .bell").inner_text() == "1"

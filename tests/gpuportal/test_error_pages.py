@@ -1,6 +1,10 @@
 """403, 404 and 500 inside the site's layout, saying why and what to do, never a traceback; the favicon
 . DEBUG off, as in production: with DEBUG on Django shows its own technical pages."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from django.contrib.staticfiles import finders
 from django.db import OperationalError, connection
@@ -94,3 +98,34 @@ def test_favicon_is_linked_and_answered(client, users):
     response = client.get("/favicon.ico")
     assert response.status_code == 302 and response["Location"] == "/static/favicon.svg"
     assert 'rel="icon" href="/static/favicon.svg"' in client.get("/accounts/login/").content.decode()
+
+
+DEMO_PROBE = """
+import django; django.setup()
+from django.conf import settings
+from django.test import Client
+client = Client()
+page = client.get("/no-such-page/").content.decode()
+print(settings.DEBUG, "This page does not exist" in page, "Using the URLconf" in page,
+      client.get("/static/css/portal.css").status_code)
+"""
+
+
+@pytest.mark.parametrize(("debug", "expected"), [(None, "False True False 200"), ("1", "True False True 200")])
+def test_the_demo_shows_the_portals_own_pages_unless_debug_is_asked_for(tmp_path, debug, expected):
+    """The embedded profile (``make demo``) runs with DEBUG off: an unknown address gets the portal's 404, not
+    Django's page listing every URL pattern; its static files are still served (whitenoise, from the source
+    tree). ``DEBUG=1`` brings the technical pages back."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
+    env |= {"DJANGO_SETTINGS_MODULE": "gpuportal.settings.embedded",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}", **({"DEBUG": debug} if debug else {})}
+    result = subprocess.run([sys.executable, "-c", DEMO_PROBE], env=env, cwd=settings_module_root(),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-4:] == expected.split()
+
+
+def settings_module_root():
+    from django.conf import settings
+
+    return str(settings.BASE_DIR)

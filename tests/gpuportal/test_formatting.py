@@ -1,6 +1,6 @@
 """Readable values: durations, relative moments and grouped figures."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.utils import translation
@@ -39,3 +39,11 @@ def test_lists_are_joined_the_readers_way():
         assert list_text(["speech", "vision"]) == "speech、vision"
         assert list_text(["甲", "乙"], clauses=True) == "甲；乙"
     assert list_text([]) == ""
+
+
+def test_chinese_figures_are_grouped_by_thousands_too():
+    from django.utils.formats import date_format
+
+    with translation.override("zh-hans"):
+        assert figure_text(1234567.5) == "1,234,567.5" and figure_text(12345) == "12,345"
+        assert date_format(date(2026, 11, 1), "MONTH_DAY_FORMAT") == "11月1日"  # the calendar's day, not "Nov 1"

@@ -151,7 +151,8 @@ def test_every_profile_module_is_a_settings_module_of_its_own():
     show = "import django; django.setup(); from django.conf import settings as s; print(s.ENVIRONMENT, s.DEBUG)"
     for module, env, expected in (("gpuportal.settings", PRODUCTION, "production False"),
                                   ("gpuportal.settings.production", PRODUCTION, "production False"),
-                                  ("gpuportal.settings.embedded", {}, "embedded True"),
-                                  ("gpuportal.settings", {}, "embedded True")):
+                                  ("gpuportal.settings.embedded", {}, "embedded False"),
+                                  ("gpuportal.settings.embedded", {"DEBUG": "1"}, "embedded True"),
+                                  ("gpuportal.settings", {}, "embedded False")):
         result = run(env, code=show, module=module)
         assert result.stdout.split() == expected.split(), (module, result.stderr)

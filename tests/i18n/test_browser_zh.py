@@ -9,19 +9,11 @@ import pytest
 from governance import services
 from scheduling.jobs import submission
 from tenants.models import Quota
-from tests.conftest import job_payload, long_run
+from tests.conftest import choose_language, job_payload, login, logout, long_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-def login(page, url, username):
-    page.goto(f"{url}/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", "demo")
-    page.click("main button[type=submit]")
-    page.wait_for_url(f"{url}/")
 
 
 def chinese(text: str) -> bool:
@@ -34,8 +26,7 @@ def test_the_main_paths_in_chinese(page, live_server, users):
     running = submission.submit_job(users["alice"], job_payload(gpu_model="H100", gpus_per_node=8,
                                                                 command=long_run(9999)))
     login(page, url, "alice")
-    page.select_option("#id_site_language", "zh-hans")  # applies at once (static/js/menu.js)
-    page.wait_for_function("document.documentElement.lang === 'zh-hans'")
+    choose_language(page, "zh-hans")
     assert chinese(page.locator("nav").inner_text())
 
     page.goto(f"{url}/jobs/new/")
@@ -60,7 +51,7 @@ def test_the_main_paths_in_chinese(page, live_server, users):
     request = services.submit_request(users["alice"], {
         "kind": "runtime_extension", "job": str(running.pk), "max_runtime_minutes": "900",
         "justification": "The sweep needs fifteen hours."})
-    page.click("header button.link")  # log out
+    logout(page)
     login(page, url, "carol")  # the same browser: its language cookie says 简体中文 until carol chooses
     assert page.evaluate("document.documentElement.lang") == "zh-hans"
     page.goto(f"{url}/requests/{request.pk}/")
@@ -70,9 +61,8 @@ def test_the_main_paths_in_chinese(page, live_server, users):
     assert chinese(page.locator("#request-state").inner_text())
     assert chinese(page.locator("#decision h2").inner_text())
 
-    page.click("header button.link")
+    logout(page)
     login(page, url, "dave")
-    page.select_option("#id_site_language", "zh-hans")
-    page.wait_for_function("document.documentElement.lang === 'zh-hans'")
+    choose_language(page, "zh-hans")
     page.goto(f"{url}/reports/")
     assert chinese(page.locator("h1").inner_text())

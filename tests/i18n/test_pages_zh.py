@@ -61,7 +61,7 @@ LATIN_WORDS = {
     "pod", "iana", "ascii", "nul", "hami", "oomkilled", "yyyy", "english", "readme", "cookie", "webhook", "post",
     "usd", "eur", "cny", "ldap", "tls", "oidc", "pkce", "jupyter", "pytorch", "deepspeed", "vllm", "torchrun",
     "ddp", "zero", "python", "openai", "nvidia", "amd", "nvlink", "pcie", "hccs", "xgmi", "mlu", "dcu", "npu",
-    "xlsx", "png", "jpeg",
+    "xlsx", "png", "jpeg", "pip", "rank",
 }
 
 #: A one-pixel PNG: the screenshot of the pilot's note.
@@ -76,43 +76,10 @@ FAILED_LOG = "step 1200 loss 0.42\ntorch.cuda.OutOfMemoryError: CUDA out of memo
 #: Most are sentences stored at the moment they happen, in the language active then (a worker's is English),
 #: and shown later to every reader as stored. (pattern of the English text, source, fix)
 KNOWN_UNMARKED: list[tuple[str, str, str]] = [
-    # job timeline (JobEvent.reason), templates/scheduling/job_detail.html:128
-    # a failure's diagnosis (Job.failure_message, executor_state.diagnosis), job_detail.html:25-28 and 69
-    (r"The GPU ran out of memory:", "scheduling/executors/kubernetes/diagnosis.py:142, stored by "
-     "scheduling/lifecycle.py:154", "store the category and the evidence; render message and advice at read time"),
-    (r"Reduce the batch size, use gradient checkpointing or mixed precision, or a GPU with more memory\.",
-     "scheduling/executors/kubernetes/diagnosis.py:143", "same: render the advice at read time"),
-    # wait-reason parameters that are codes, filled into a translated sentence
-    (r"(?<=已被)user(?=挂起)", "scheduling/engine/passes.py:411 (held_by), rendered by scheduling/models.py:296",
-     "translate held_by ('user' / 'admin', and the 'domain' of passes.py:231) before render_reason"),
-    # nodes
-    (r"\w+ set the node \w+\.", "fleet/services.py:37 (NodeEvent.reason)", "render at read time"),
-    # requests
-    (r"Task type \w+ needs approval before the job may queue\.", "governance/services.py:200",
-     "the admission request's justification is stored in the submitter's language: render it at read time"),
-    # audit log: object text and before/after are stored (and hashed) when the record is written
-    (r"#\d+ (Reservation|Longer max runtime|Burst above the tenant's limit|Higher priority for a job|"
-     r"Permanent quota change|Job whose task type needs approval) \(\w+, \w+\)",
-     "governance/models.py:74 (PriorityRequest.__str__, kept by audit/log.py:155)",
-     "object_repr is hashed: store it language-neutral (codes) and show labels at read time, or mark it as "
-     "recorded text (<code>)"),
-    (r"\w+ — (Researcher|Approver|Tenant admin|Viewer) @ \w+", "tenants/models.py:120 (Membership.__str__)",
-     "same as above"),
-    (r"\w+ — (Platform admin \(all tenants, read-write\)|Manager \(all tenants, read-only\)|"
-     r"Auditor \(reads the whole audit log\))", "tenants/models.py:144 (PlatformRole.__str__)", "same as above"),
-    (r"[^()]+ \(\d{4}-\d{2}, (?:planned|in_progress|done|dropped)\)",
-     "metering/models.py (ImprovementAction.__str__, kept by audit/log.py as the record's object text)",
-     "same as above: the status is its code"),
-    (r"(?:Multi-card|Multi-node|Multi-tenant|Operations) note by \w+ \(\d{4}-\d{2}-\d{2}\)",
-     "metering/models.py (AcceptanceNote.__str__, kept by audit/log.py)", "same as above"),
-    (r"(?:—|\{(?:[^{}]|\{[^{}]*\})*\}) → \{(?:[^{}]|\{[^{}]*\})*\}", "templates/audit/log.html:22",
-     "before / after are the raw recorded fields: show them as <code>, or with verbose names and labels"),
     # monthly reports: sentences frozen into the report's data
     (r"\w+: \d+ % idle -> lend or move|\w+: demand above capacity on [^>]*-> [\w ]+",
      "metering/reports/monthly.py:261-282 (advice 'evidence', frozen with the report)",
      "keep the figures (they are in 'figures') and render the sentence in metering/reports/presentation.py"),
-    (r"Frozen after the month closed\.", "metering/reports/monthly.py:331 (MonthlyReport.reason)",
-     "store an empty reason and show the default text with gettext when the page is read"),
 ]
 
 #: Portal URL names that are not pages to read (each with why); every other name of the portal's URLconfs must

@@ -57,7 +57,10 @@ def test_node_detail_events_and_admin_actions(client, users):
     assert client.post(f"/inventory/nodes/{node.name}/action/", {"action": "cordoned"}).status_code == 403
 
     login(client, "admin")
-    response = client.post(f"/inventory/nodes/{node.name}/action/", {"action": "cordoned", "reason": "BMC alarm"})
+    asked = client.post(f"/inventory/nodes/{node.name}/action/", {"action": "cordoned", "reason": "BMC alarm"})
+    assert asked.status_code == 200 and "No job runs on this node" in asked.content.decode()  # the confirm step
+    response = client.post(f"/inventory/nodes/{node.name}/action/",
+                           {"action": "cordoned", "reason": "BMC alarm", "confirm": "1"})
     assert response.status_code == 302
     node.refresh_from_db()
     assert node.admin_state == "cordoned"

@@ -120,7 +120,7 @@ def test_simulated_job_runs_and_succeeds_by_itself(users, settings):
     ("out_of_memory", FailureCategory.OUT_OF_MEMORY, "CUDA out of memory"),
     ("node_fault", FailureCategory.NODE_FAULT, "XID 79"),
     ("image", FailureCategory.IMAGE, "ErrImagePull"),
-    ("exit_code", FailureCategory.EXIT_CODE, "exited with code"),
+    ("exit_code", FailureCategory.EXIT_CODE, "The program"),  # the cause its log names (signatures)
 ])
 def test_simulated_failures_carry_category_and_evidence(users, settings, outcome, category, evidence):
     job = submission.submit_job(users["alice"], job_payload(command=f"sim:outcome={outcome} sim:minutes=20"))

@@ -38,6 +38,7 @@ from reportlab.pdfbase.ttfonts import TTFError, TTFont
 from reportlab.pdfgen import canvas
 from reportlab.platypus import (
     BaseDocTemplate,
+    CondPageBreak,
     Frame,
     Image,
     KeepTogether,
@@ -60,6 +61,15 @@ logger = logging.getLogger(__name__)
 PAGE_SIZE = A4
 MARGIN = 18 * mm
 BOTTOM_MARGIN = 22 * mm
+#: A group starts on the page where the one before ended when this much height is left, else on a new page
+#: (a page break before each group left pages with a few lines on them).
+GROUP_ROOM = 110 * mm
+#: A table whose rows carry more text than this on average (and at least ``RECORD_MIN_COLUMNS`` columns) is set
+#: as one block per row, label beside value: as a grid, its narrow columns made a wall of text.
+RECORD_MEAN_CHARS = 240
+RECORD_MIN_COLUMNS = 4
+#: The label column of a row set as a block.
+RECORD_LABEL_WIDTH = 32 * mm
 #: A table cell longer than this is cut (with "…"): one cell taller than a page cannot be laid out at all.
 MAX_CELL_CHARS = 600
 #: Charts are drawn across the text width at the PNG's 2:1 shape (charts.FIGURE_INCHES).
@@ -225,6 +235,8 @@ def _styles(font: str, language: str) -> dict[str, ParagraphStyle]:
         "header": style("header", fontSize=8, leading=10, spaceAfter=0),
         "header_number": style("header_number", fontSize=8, leading=10, spaceAfter=0, alignment=TA_RIGHT),
         "no_data": style("no_data", textColor=MUTED, spaceAfter=8),
+        "record_title": style("record_title", fontSize=10, leading=13, spaceBefore=6, spaceAfter=2, keepWithNext=1),
+        "record_label": style("record_label", fontSize=8, leading=10, spaceAfter=0, textColor=MUTED),
         "toc": style("toc", fontSize=11, leading=16, spaceAfter=0),
     }
 
@@ -323,7 +335,7 @@ class _Renderer:
         story += self.summary()
         story += self.comparison()
         for section in review.sections:
-            story += [PageBreak(), *self.section(section)]
+            story += [CondPageBreak(GROUP_ROOM), Spacer(1, 4 * mm), *self.section(section)]
         return story
 
     def title_page(self) -> list:
@@ -407,7 +419,24 @@ class _Renderer:
         numeric = [all(plottable(row[i]) is not None for row in rows if i < len(row) and row[i] is not None)
                    and any(i < len(row) and plottable(row[i]) is not None for row in rows) for i in range(width)]
         body = [[number_text(row[i]) if i < len(row) else "" for i in range(width)] for row in rows]
+        if width >= RECORD_MIN_COLUMNS and sum(len(c) for row in body for c in row) / len(body) > RECORD_MEAN_CHARS:
+            return [*story, *self.records(columns, body)]
         return [*story, self.table(columns, body, numeric)]
+
+    def records(self, columns: list[str], rows: list[list[str]]) -> list:
+        """Each row as a block: its first cell as the block's title, then every other column's header beside
+        its value (empty values left out), so long sentences run across the page instead of down a narrow column."""
+        styles, blocks = self.styles, []
+        for row in rows:
+            pairs = [[_paragraph(columns[i], styles["record_label"]), _paragraph(_cell_text(row[i]), styles["cell"])]
+                     for i in range(1, len(row)) if str(row[i]).strip() not in ("", "—")]
+            block = Table(pairs or [["", ""]], colWidths=[RECORD_LABEL_WIDTH, self.width - RECORD_LABEL_WIDTH],
+                          hAlign="LEFT")
+            block.setStyle(TableStyle([("VALIGN", (0, 0), (-1, -1), "TOP"), ("LEFTPADDING", (0, 0), (0, -1), 0),
+                                       ("TOPPADDING", (0, 0), (-1, -1), 1), ("BOTTOMPADDING", (0, 0), (-1, -1), 1),
+                                       ("LINEBELOW", (0, -1), (-1, -1), 0.25, GRID)]))
+            blocks += [_paragraph(row[0], styles["record_title"]), block]
+        return blocks
 
     def table(self, columns: list[str], rows: list[list[str]], numeric: list[bool]) -> Table:
         """A table across the text width; its header row repeats on every page it runs over. Text cells wrap

@@ -36,6 +36,8 @@ RESERVED_SHEET_TITLES = {"history"}
 MAX_CELL_CHARS = 32767
 INT_FORMAT = "#,##0"
 FLOAT_FORMAT = "#,##0.0#"
+#: A figure's change: relative (0.123 reads "+12.3%") or, for percentages, in points (``points_format``).
+RATIO_FORMAT = "+0.0%;-0.0%;0.0%"
 MIN_WIDTH, MAX_WIDTH = 8, 60
 #: A sheet's header row is frozen only when it is the sheet's one table and starts this high up (freezing
 #: a long preamble with it would leave little room to scroll).
@@ -57,6 +59,12 @@ def sheet_title(title: str, used: set[str]) -> str:
         candidate = name[:MAX_SHEET_TITLE - len(suffix)].rstrip() + suffix
     used.add(candidate.lower())
     return candidate
+
+
+def points_format() -> str:
+    """The number format of a change in percentage points, its unit in the document's language."""
+    unit = _("pts").replace('"', "")
+    return f'+0.0" {unit}";-0.0" {unit}";0.0" {unit}"'
 
 
 class _SheetWriter:
@@ -118,6 +126,15 @@ class _SheetWriter:
         self.row = header + len(rows) + 1
         return header, self.row - 1
 
+    def change_formats(self, header: int, column: int, figures) -> None:
+        """The "Change" column holds numbers (a spreadsheet computes with them), shown as "+12.3 %" or, for figures
+        that are percentages already, "+4.0 pts"; the words beside it say what a blank cell means ("new")."""
+        for offset, figure in enumerate(figures, 1):
+            if figure.change_number is not None:
+                cell = self.sheet.cell(row=header + offset, column=column)
+                cell.number_format = points_format() if figure.change_in_points else RATIO_FORMAT
+                self.widths[column] = max(self.widths.get(column, 0), 10)
+
     def finish(self) -> None:
         """Column widths from the widest values; the header frozen when the sheet is one table."""
         for column, width in self.widths.items():
@@ -169,9 +186,11 @@ class _Renderer:
             previous = comparison.previous_month
             writer.heading(_("Compared with %(month)s") % {"month": previous} if previous
                            else _("Compared with last month"))
-            writer.table([_("Figure"), _("This month"), _("Previous month"), _("Unit"), _("Change")],
-                         [[row.label, row.value, row.previous, row.unit, row.change or None]
-                          for row in comparison.rows])
+            header, _last = writer.table(
+                [_("Figure"), _("This month"), _("Previous month"), _("Unit"), _("Change"), _("Change in words")],
+                [[row.label, row.value, row.previous, row.unit, row.change_number, row.change or None]
+                 for row in comparison.rows])
+            writer.change_formats(header, 5, comparison.rows)
         writer.finish()
 
     def section(self, section: Section) -> None:
@@ -187,8 +206,10 @@ class _Renderer:
         if section.figures:
             writer.blank()
             writer.heading(_("Figures"))
-            writer.table([_("Figure"), _("Value"), _("Unit"), _("Previous month"), _("Change")],
-                         [[f.label, f.value, f.unit, f.previous, f.change] for f in section.figures])
+            header, _last = writer.table(
+                [_("Figure"), _("Value"), _("Unit"), _("Previous month"), _("Change"), _("Change in words")],
+                [[f.label, f.value, f.unit, f.previous, f.change_number, f.change] for f in section.figures])
+            writer.change_formats(header, 5, section.figures)
         for table in section.tables:
             writer.blank()
             writer.heading(table.title)

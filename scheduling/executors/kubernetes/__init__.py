@@ -19,11 +19,13 @@ import threading
 import urllib3
 from django.conf import settings
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fleet.catalogue import accelerator_models, vendor_of
 from fleet.models import Node
+from gpuportal.text.phrases import Phrase
 from scheduling import lifecycle
 from scheduling.executors.base import Executor, ExecutorUpdate, LiveState
 from scheduling.executors.kubernetes import manifests
@@ -226,12 +228,15 @@ class KubernetesExecutor(Executor):
         kind = state.get("kind") or job.kind or "batch"
         deleted = self.delete_objects(namespace, name, kind)
         if kind == "service":
-            text = (_("Deleted Kubernetes Deployment %(ns)s/%(name)s (foreground propagation).") if deleted
-                    else _("Kubernetes Deployment %(ns)s/%(name)s was already gone."))
+            text = (gettext_noop("Deleted Kubernetes Deployment %(ns)s/%(name)s (foreground propagation).") if deleted
+                    else gettext_noop("Kubernetes Deployment %(ns)s/%(name)s was already gone."))
         else:
-            text = (_("Deleted Kubernetes Job %(ns)s/%(name)s (foreground propagation).") if deleted
-                    else _("Kubernetes Job %(ns)s/%(name)s was already gone."))
-        lifecycle.note(job, JobEvent.Kind.EXECUTOR, (text % {"ns": namespace, "name": name} + f" {reason}").strip(),
+            text = (gettext_noop("Deleted Kubernetes Job %(ns)s/%(name)s (foreground propagation).") if deleted
+                    else gettext_noop("Kubernetes Job %(ns)s/%(name)s was already gone."))
+        done = Phrase(text, {"ns": namespace, "name": name})
+        # the reason (a phrase where the caller gave one) reads in the reader's language with the sentence
+        said = Phrase(gettext_noop("%(done)s %(reason)s"), {"done": done, "reason": reason}) if reason else done
+        lifecycle.note(job, JobEvent.Kind.EXECUTOR, said,
                        data={"namespace": namespace, "object": name, "propagation": "Foreground"})
 
     def delete_objects(self, namespace: str, name: str, kind: str | None = None) -> bool:

@@ -3,7 +3,10 @@
 Pure: pod states, the Job's conditions, the nodes that are not ready, a fault the node agent reported and
 the log tails go in; a ``Diagnosis`` comes out. Rules in order (the first that matches wins): deadline →
 image / environment → node fault (a lost node, or the node agent's) → device fault (the node agent's, or the
-driver's word in the log) → out of memory → cross-node communication → program exit.
+driver's word in the log) → out of memory → cross-node communication → what the program's last lines say
+(``signatures``: the decisive line quoted as evidence) → its exit code, only when no line is recognised.
+
+Sentences are stored as phrases (``gpuportal.text.phrases``): English now, read later in each reader's language.
 
 Every vendor's words (``Vendor.words`` of its record in ``fleet/vendors.py``) are read, whatever the job asked
 for: the device faults (NVIDIA Xid, AMD/Hygon RAS events and HSA hardware exceptions, Ascend alarm codes and
@@ -20,9 +23,12 @@ import re
 from dataclasses import dataclass, field
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, override
 
 from fleet import vendors
 from fleet.vendors import DEFAULT_VENDOR
+from gpuportal.text.phrases import Phrase
+from scheduling.executors import signatures
 
 IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
                  "CreateContainerError", "ErrImageNeverPull")
@@ -106,8 +112,13 @@ class Diagnosis:
     evidence: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
+        """The diagnosis as stored with the job and its event. ``message`` and ``advice`` are their English text
+        (a ``Phrase`` until stored); ``phrases`` keeps their message ids and parameters, from which a page reads
+        them in its reader's language (``scheduling.executors.failures``)."""
         return {"category": self.category, "message": self.message, "advice": self.advice, "node": self.node,
-                "exit_code": self.exit_code, "evidence": self.evidence}
+                "exit_code": self.exit_code, "evidence": self.evidence,
+                "phrases": {name: text.stored() for name, text in (("message", self.message), ("advice", self.advice))
+                            if isinstance(text, Phrase)}}
 
 
 def _tail(logs: dict[str, str], pod: str, lines: int = 50) -> list[str]:
@@ -170,73 +181,74 @@ def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict
     if not (failed or image or failed_condition):
         return None
     if failed_condition and failed_condition.get("reason") == "DeadlineExceeded":
-        return Diagnosis("timeout", _("The job ran longer than its max runtime and was stopped."),
-                         _("Ask for a longer max runtime, or save checkpoints and resume in a new job."),
+        return Diagnosis("timeout", _p(gettext_noop("The job ran longer than its max runtime and was stopped.")),
+                         _p(gettext_noop("Ask for a longer max runtime, or save checkpoints and resume in a new job.")),
                          evidence={"condition": failed_condition})
     if image:
         pod = image[0]
-        return Diagnosis("image", _("The image could not be started (%(reason)s): %(msg)s") % {
-            "reason": pod.waiting_reason, "msg": pod.waiting_message}, _(
-            "Check the image name and tag, that the registry is reachable from the cluster, and its pull secret."),
+        return Diagnosis("image", _p(gettext_noop("The image could not be started (%(reason)s): %(msg)s"),
+                                     reason=pod.waiting_reason, msg=pod.waiting_message), _p(gettext_noop(
+            "Check the image name and tag, that the registry is reachable from the cluster, and its pull secret.")),
             node=pod.node, evidence={"pod": pod.name, "reason": pod.waiting_reason, "message": pod.waiting_message})
     missing = _grep_vendor(logs, _table("missing_libraries"), vendor)
     if missing:
         found, pod_name, line = missing
         record = vendors.vendor(found)
-        return Diagnosis("image", _("The environment lacks the %(stack)s libraries of the %(device)s: %(line)s") % {
-            "stack": record.stack, "device": record.device, "line": line}, _(
-            "Use an image built for the %(stack)s version of these nodes or install the libraries it names.") % {
-            "stack": record.stack},
-            evidence={"pod": pod_name, "log_line": line, "log_tail": _tail(logs, pod_name), "vendor": found})
+        return Diagnosis("image", _p(gettext_noop("The environment lacks the %(stack)s libraries of the %(device)s: "
+                                                  "%(line)s"), stack=record.stack, device=_device(found), line=line),
+                         _p(gettext_noop("Use an image built for the %(stack)s version of these nodes or install the "
+                                         "libraries it names."), stack=record.stack),
+                         evidence={"pod": pod_name, "log_line": line, "log_tail": _tail(logs, pod_name),
+                                   "vendor": found})
     cuda = _grep(logs, vendors.default_vendor().words.missing_libraries)
     if cuda:
-        return Diagnosis("image", _("The environment lacks CUDA libraries: %(line)s") % {"line": cuda[1]}, _(
-            "Use an image built for this CUDA version (e.g. a -cuda12 tag) or install the libraries it names."),
-            evidence={"pod": cuda[0], "log_line": cuda[1], "log_tail": _tail(logs, cuda[0])})
+        return Diagnosis("image", _p(gettext_noop("The environment lacks CUDA libraries: %(line)s"), line=cuda[1]),
+                         _p(gettext_noop("Use an image built for this CUDA version (e.g. a -cuda12 tag) or install the "
+                                         "libraries it names.")),
+                         evidence={"pod": cuda[0], "log_line": cuda[1], "log_tail": _tail(logs, cuda[0])})
     lost = [p for p in failed if p.reason in ("Evicted", "NodeLost", "Preempting") or p.node in not_ready_nodes]
     if lost:
         pod = lost[0]
-        why = pod.message or (_("node %(n)s is not ready") % {"n": pod.node})
-        text = _("Node %(node)s failed under the job: %(why)s") % {"node": pod.node, "why": why}
-        return Diagnosis("node_fault", text,
-                         _("Nothing to fix in the job: it is retried automatically on another node."), node=pod.node,
+        why = pod.message or _p(gettext_noop("node %(n)s is not ready"), n=pod.node)
+        return Diagnosis("node_fault", _p(gettext_noop("Node %(node)s failed under the job: %(why)s"), node=pod.node,
+                                          why=why), _retried_elsewhere(), node=pod.node,
                          evidence={"pod": pod.name, "reason": pod.reason or "NotReady", "message": pod.message,
                                    "node_not_ready": pod.node in not_ready_nodes})
     if agent_fault and agent_fault.get("category") == "gpu_fault":
         found = _fault_vendor(agent_fault, vendor)
         evidence = {"agent": agent_fault, **({"vendor": found} if found != DEFAULT_VENDOR else {})}
+        node, msg = agent_fault.get("node", ""), agent_fault.get("message", "")
         if found == DEFAULT_VENDOR:
-            return Diagnosis("gpu_fault", _("GPU fault on %(node)s: %(msg)s") % {
-                "node": agent_fault.get("node", ""), "msg": agent_fault.get("message", "")},
-                _("Nothing to fix in the job: it is retried automatically without that node."),
-                node=agent_fault.get("node", ""), evidence=evidence)
-        return Diagnosis("gpu_fault", _("%(device)s fault on %(node)s: %(msg)s") % {
-            "device": vendors.vendor(found).device, "node": agent_fault.get("node", ""),
-            "msg": agent_fault.get("message", "")},
-            _device_fault_advice(found), node=agent_fault.get("node", ""), evidence=evidence)
+            return Diagnosis("gpu_fault", _p(gettext_noop("GPU fault on %(node)s: %(msg)s"), node=node, msg=msg),
+                             _p(gettext_noop("Nothing to fix in the job: it is retried automatically without that "
+                                             "node.")), node=node, evidence=evidence)
+        return Diagnosis("gpu_fault", _p(gettext_noop("%(device)s fault on %(node)s: %(msg)s"), device=_device(found),
+                                         node=node, msg=msg), _device_fault_advice(found), node=node,
+                         evidence=evidence)
     if agent_fault and agent_fault.get("category") == "node_fault":
-        return Diagnosis("node_fault", _("Node %(node)s failed under the job: %(why)s") % {
-            "node": agent_fault.get("node", ""), "why": agent_fault.get("message", "")},
-            _("Nothing to fix in the job: it is retried automatically on another node."),
-            node=agent_fault.get("node", ""), evidence={"agent": agent_fault})
+        node = agent_fault.get("node", "")
+        return Diagnosis("node_fault", _p(gettext_noop("Node %(node)s failed under the job: %(why)s"), node=node,
+                                          why=agent_fault.get("message", "")), _retried_elsewhere(), node=node,
+                         evidence={"agent": agent_fault})
     fault = _grep_vendor(logs, _with_default("device_fault"), vendor)
     if fault:
         found, pod_name, line = fault
         pod = next((p for p in pods if p.name == pod_name), None)
         evidence = {"pod": pod_name, "log_line": line, "log_tail": _tail(logs, pod_name)}
         if found == DEFAULT_VENDOR:
-            return Diagnosis("gpu_fault", _("The GPU failed under the job: %(line)s") % {"line": line},
-                             _("Nothing to fix in the job: it is retried automatically without that node."),
-                             node=pod.node if pod else "", evidence=evidence)
-        return Diagnosis("gpu_fault", _("The %(device)s failed under the job: %(line)s") % {
-            "device": vendors.vendor(found).device, "line": line}, _device_fault_advice(found),
-            node=pod.node if pod else "", evidence={**evidence, "vendor": found})
+            return Diagnosis("gpu_fault", _p(gettext_noop("The GPU failed under the job: %(line)s"), line=line),
+                             _p(gettext_noop("Nothing to fix in the job: it is retried automatically without that "
+                                             "node.")), node=pod.node if pod else "", evidence=evidence)
+        return Diagnosis("gpu_fault", _p(gettext_noop("The %(device)s failed under the job: %(line)s"),
+                                         device=_device(found), line=line), _device_fault_advice(found),
+                         node=pod.node if pod else "", evidence={**evidence, "vendor": found})
     oom = [p for p in failed if p.terminated_reason == "OOMKilled"]
     if oom:
         pod = oom[0]
-        return Diagnosis("out_of_memory", _("The container ran out of memory and was killed (OOMKilled, exit 137)."),
-                         _("Ask for more memory per node, or reduce the data loader workers and batch size."),
-                         node=pod.node, exit_code=137,
+        return Diagnosis("out_of_memory", _p(gettext_noop("The container ran out of memory and was killed (OOMKilled, "
+                                                          "exit 137).")),
+                         _p(gettext_noop("Ask for more memory per node, or reduce the data loader workers and batch "
+                                         "size.")), node=pod.node, exit_code=137,
                          evidence={"pod": pod.name, "reason": "OOMKilled", "log_tail": _tail(logs, pod.name)})
     device_oom = _grep_vendor(logs, _with_default("out_of_memory"), vendor)
     if device_oom:
@@ -245,14 +257,13 @@ def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict
         evidence = {"pod": pod_name, "log_line": line, "log_tail": _tail(logs, pod_name)}
         where = {"node": pod.node if pod else "", "exit_code": pod.exit_code if pod else None}
         if found == DEFAULT_VENDOR:
-            return Diagnosis("out_of_memory", _("The GPU ran out of memory: %(line)s") % {"line": line},
-                             _("Reduce the batch size, use gradient checkpointing or mixed precision, or a GPU with "
-                               "more memory."), evidence=evidence, **where)
-        return Diagnosis("out_of_memory", _("The %(device)s ran out of memory: %(line)s") % {
-            "device": vendors.vendor(found).device, "line": line}, _(
+            return Diagnosis("out_of_memory", _p(gettext_noop("The GPU ran out of memory: %(line)s"), line=line),
+                             _p(gettext_noop("Reduce the batch size, use gradient checkpointing or mixed precision, or "
+                                             "a GPU with more memory.")), evidence=evidence, **where)
+        return Diagnosis("out_of_memory", _p(gettext_noop("The %(device)s ran out of memory: %(line)s"),
+                                             device=_device(found), line=line), _p(gettext_noop(
             "Reduce the batch size, use gradient checkpointing or mixed precision, or a device with more memory; "
-            "%(tool)s shows the memory each process holds on the device.") % {
-            "tool": vendors.vendor(found).memory_tool},
+            "%(tool)s shows the memory each process holds on the device."), tool=vendors.vendor(found).memory_tool),
             evidence={**evidence, "vendor": found}, **where)
     if node_count > 1:
         comm = _grep_vendor(logs, _with_default("collective_failure"), vendor)
@@ -261,38 +272,78 @@ def diagnose(pods: list[PodState], *, node_count: int = 1, conditions: list[dict
             # the rank that failed first is the one to avoid; with none failed, the one whose log tells
             pod = failed[0] if failed else next((p for p in pods if comm and p.name == comm[1]), pods[0])
             found = comm[0] if comm else vendors.vendor_or_default(vendor).name
-            line = comm[2] if comm else _("rank %(r)d failed while %(n)d other rank(s) kept waiting for it") % {
-                "r": pod.index, "n": len(hanging)}
+            line = comm[2] if comm else _p(gettext_noop("rank %(r)d failed while %(n)d other rank(s) kept waiting "
+                                                        "for it"), r=pod.index, n=len(hanging))
             evidence = {"failed_rank": pod.index, "hanging_ranks": [p.index for p in hanging],
                         "log_line": comm[2] if comm else "", "pod": comm[1] if comm else pod.name,
                         "log_tail": _tail(logs, comm[1] if comm else pod.name)}
             if found == DEFAULT_VENDOR:
-                return Diagnosis("communication", _("Cross-node communication failed: %(line)s") % {"line": line}, _(
+                return Diagnosis("communication", _p(gettext_noop("Cross-node communication failed: %(line)s"),
+                                                     line=line), _p(gettext_noop(
                     "Usually the network between nodes: the job is retried on other nodes. If it repeats, check "
-                    "NCCL_SOCKET_IFNAME / NCCL_IB_HCA and the rendezvous settings."), node=pod.node,
+                    "NCCL_SOCKET_IFNAME / NCCL_IB_HCA and the rendezvous settings.")), node=pod.node,
                     evidence=evidence)
             record = vendors.vendor(found)
             library = record.library
-            return Diagnosis("communication", _("Cross-node communication (%(library)s) failed: %(line)s") % {
-                "library": library, "line": line}, _(
+            return Diagnosis("communication", _p(gettext_noop("Cross-node communication (%(library)s) failed: "
+                                                              "%(line)s"), library=library, line=line), _p(gettext_noop(
                 "Usually the network between nodes: the job is retried on other nodes. If it repeats, check "
-                "%(settings)s and the rendezvous settings, and the device links with %(tool)s.") % {
-                "settings": record.library_settings, "tool": record.health_tool}, node=pod.node,
+                "%(settings)s and the rendezvous settings, and the device links with %(tool)s."),
+                settings=record.library_settings, tool=record.health_tool), node=pod.node,
                 evidence={**evidence, "vendor": found, "library": library})
+    return _program_failure(pods, failed, failed_condition, logs)
+
+
+def _program_failure(pods: list[PodState], failed: list[PodState], failed_condition: dict | None,
+                     logs: dict[str, str]) -> Diagnosis:
+    """What is left: the program's own failure, named by the decisive line of its log (``signatures``), or,
+    when no line is recognised, by its exit code (what a well-known one means)."""
     pod = failed[0] if failed else None
     code = pod.exit_code if pod else None
-    return Diagnosis("exit_code", _("The program exited with code %(code)s.") % {"code": code}, _(
-        "Read the last lines of its log below; fix the program and submit again."),
-        node=pod.node if pod else "", exit_code=code,
-        evidence={"pod": pod.name if pod else "", "reason": pod.terminated_reason if pod else "",
-                  "log_tail": _tail(logs, pod.name) if pod else [],
-                  "condition": failed_condition or {}})
+    condition = {"condition": failed_condition} if failed_condition else {}
+    for candidate in [*failed, *(p for p in pods if p not in failed)]:
+        found = signatures.recognise(_tail(logs, candidate.name))
+        if found is not None:
+            signature, code = found.signature, candidate.exit_code if candidate.exit_code is not None else code
+            return Diagnosis(str(signature.category), Phrase(signature.cause, found.params),
+                             Phrase(signature.advice, found.params), node=candidate.node, exit_code=code,
+                             evidence={"pod": candidate.name, "reason": candidate.terminated_reason,
+                                       "log_line": found.line, "signature": signature.key,
+                                       "log_tail": _tail(logs, candidate.name), **condition})
+    evidence = {"pod": pod.name if pod else "", "reason": pod.terminated_reason if pod else "",
+                "log_tail": _tail(logs, pod.name) if pod else [], **condition}
+    advice = _p(gettext_noop("Read the last lines of its log below; fix the program and submit again."))
+    if code is None:
+        why = (failed_condition or {}).get("message") or (pod.message if pod else "") or "-"
+        return Diagnosis("exit_code", _p(gettext_noop("The job failed before its program reported an exit code: "
+                                                      "%(why)s"), why=why), advice, node=pod.node if pod else "",
+                         evidence=evidence)
+    meaning = signatures.EXIT_CODES.get(code)
+    message = (_p(gettext_noop("The program exited with code %(code)s: %(meaning)s."), code=code,
+                  meaning=Phrase(meaning)) if meaning else
+               _p(gettext_noop("The program exited with code %(code)s."), code=code))
+    return Diagnosis("exit_code", message, advice, node=pod.node if pod else "", exit_code=code, evidence=evidence)
 
 
-def _device_fault_advice(vendor: str) -> str:
-    return _("Nothing to fix in the job: it is retried automatically without that node. Platform admins: "
-             "%(tool)s on that node shows the device's health and alarms.") % {
-        "tool": vendors.vendor(vendor).health_tool}
+def _p(msgid: str, **params) -> Phrase:
+    """A sentence stored as a phrase: its English text now, its message id and parameters for any reader."""
+    return Phrase(msgid, params)
+
+
+def _device(name: str) -> Phrase:
+    """A vendor's device ("Ascend NPU") as a phrase, so that it reads in the reader's language inside another."""
+    with override(None):  # no catalogue: the message id itself
+        return Phrase(str(vendors.vendor(name).device))
+
+
+def _retried_elsewhere() -> Phrase:
+    return _p(gettext_noop("Nothing to fix in the job: it is retried automatically on another node."))
+
+
+def _device_fault_advice(vendor: str) -> Phrase:
+    return _p(gettext_noop("Nothing to fix in the job: it is retried automatically without that node. Platform "
+                           "admins: %(tool)s on that node shows the device's health and alarms."),
+              tool=vendors.vendor(vendor).health_tool)
 
 
 def live_problem(pods: list[PodState], *, health: str = "") -> tuple[str, dict]:

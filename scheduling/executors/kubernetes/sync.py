@@ -19,7 +19,6 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
@@ -27,9 +26,10 @@ from kubernetes.client.exceptions import ApiException
 from fleet.models import Cluster, ExecutorKind
 from gpuportal.text.phrases import Phrase
 from scheduling import lifecycle
+from scheduling.executors.failures import category_phrase
 from scheduling.executors.kubernetes import KubernetesExecutor, manifests
 from scheduling.executors.kubernetes.diagnosis import IMAGE_REASONS, Diagnosis, PodState, diagnose
-from scheduling.models import FailureCategory, Job, JobStatus, label_of
+from scheduling.models import Job, JobStatus
 
 logger = logging.getLogger(__name__)
 MANAGED = "app.kubernetes.io/managed-by=gpuportal"
@@ -162,10 +162,10 @@ class ClusterSync:
             return self.apply_replica(job, states, pods)
         if len(states) == job.node_count and all(s.phase == "Succeeded" for s in states):
             if job.status == JobStatus.DISPATCHING:  # it ran and finished between two looks
-                self._move(job, JobStatus.RUNNING, _("All %(n)d pod(s) ran on %(nodes)s.") % {
-                    "n": len(states), "nodes": ", ".join(sorted({s.node for s in states}))})
-            return self._move(job, JobStatus.SUCCEEDED, _("All %(n)d pod(s) finished with exit code 0.") % {
-                "n": len(states)}, exit_code=0)
+                self._move(job, JobStatus.RUNNING, Phrase(gettext_noop("All %(n)d pod(s) ran on %(nodes)s."), {
+                    "n": len(states), "nodes": ", ".join(sorted({s.node for s in states}))}))
+            finished = Phrase(gettext_noop("All %(n)d pod(s) finished with exit code 0."), {"n": len(states)})
+            return self._move(job, JobStatus.SUCCEEDED, finished, exit_code=0)
         if any(s.phase == "Failed" or s.waiting_reason in IMAGE_REASONS for s in states) or (
                 not states and self._gone(job)):
             diagnosis = self._diagnose(job, states, pods)
@@ -240,7 +240,8 @@ class ClusterSync:
         except lifecycle.InvalidTransition:
             return False  # cancelled or preempted meanwhile
         job.executor_state = {**state, **(job.executor_state or {})}
-        self.executor.stop(job, _("The attempt failed: %(c)s.") % {"c": label_of(FailureCategory, diagnosis.category)})
+        self.executor.stop(job, Phrase(gettext_noop("The attempt failed: %(c)s."), {
+            "c": category_phrase(diagnosis.category)}))
         return True
 
 

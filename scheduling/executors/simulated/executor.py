@@ -31,11 +31,12 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from fleet.catalogue import vendor_of
-from gpuportal.text.formatting import duration_text
+from gpuportal.text.formatting import duration_parts
 from gpuportal.text.phrases import Phrase
 from scheduling.executors.base import Executor, ExecutorUpdate, LiveState
+from scheduling.executors.failures import category_phrase
 from scheduling.executors.kubernetes.diagnosis import Diagnosis, PodState, diagnose
-from scheduling.executors.logs import LogTail, merge_streams, stored_tail
+from scheduling.executors.logs import LogTail, has_run, merge_streams, stored_tail
 from scheduling.executors.simulated import log as simulated_log
 from scheduling.executors.simulated import serving as simulated_serving
 from scheduling.jobs.tokens import notebook_token
@@ -103,13 +104,14 @@ class SimulatedExecutor(Executor):
             return self._observe_serving(job, now, plan)
         fault = job.executor_state.get("fault")
         if fault:  # the hardware under the job failed (seen by the agent poller): so does the job
-            return self._failed(job, fault["category"], now, _("Lost its hardware."))
+            return self._failed(job, fault["category"], now, Phrase(gettext_noop("Lost its hardware.")))
         scale = simulated_log.time_scale(job)
         if job.status == JobStatus.DISPATCHING:
             dispatched = job.executor_state.get("dispatched_at")
             if dispatched and (now - parse_datetime(dispatched)).total_seconds() >= plan["pull_seconds"] * scale:
                 if plan["outcome"] == FailureCategory.IMAGE:
-                    return self._failed(job, FailureCategory.IMAGE, now, _("Image could not be pulled."))
+                    return self._failed(job, FailureCategory.IMAGE, now,
+                                        Phrase(gettext_noop("Image could not be pulled.")))
                 nodes = sorted({a.gpu.node.name for a in job.allocations.all() if a.released_at is None})
                 return ExecutorUpdate(JobStatus.RUNNING, Phrase(gettext_noop("Containers started on %(nodes)s."), {
                     "nodes": ", ".join(nodes)}))
@@ -119,14 +121,15 @@ class SimulatedExecutor(Executor):
         ran, planned = (now - job.started_at).total_seconds(), plan["run_minutes"] * 60 * scale
         limit = job.max_runtime_minutes * 60
         if ran >= limit and planned >= limit:
-            return self._failed(job, FailureCategory.TIMEOUT, now, _("Reached its max runtime."), _(
-                "Stopped after its max runtime of %(m)d minutes; ask for a longer runtime or checkpoint "
-                "more often.") % {"m": job.max_runtime_minutes})
+            stopped = Phrase(gettext_noop("Stopped after its max runtime of %(m)d minutes; ask for a longer runtime or "
+                                          "checkpoint more often."), {"m": job.max_runtime_minutes})
+            return self._failed(job, FailureCategory.TIMEOUT, now, Phrase(gettext_noop("Reached its max runtime.")),
+                                stopped)
         if ran < planned:
             return None
         if plan["outcome"] == "succeeded":  # how long it ran is what its stored start and finish will say
-            return ExecutorUpdate(JobStatus.SUCCEEDED, _("Finished with exit code 0 after %(d)s.") % {
-                "d": duration_text(ran)}, exit_code=0)
+            return ExecutorUpdate(JobStatus.SUCCEEDED, Phrase(gettext_noop("Finished with exit code 0 after %(d)s."), {
+                "d": Phrase(*duration_parts(ran))}), exit_code=0)
         category = plan["outcome"] if plan["outcome"] in RUN_FAILURES else FailureCategory.EXIT_CODE
         return self._failed(job, category, now)
 
@@ -141,7 +144,8 @@ class SimulatedExecutor(Executor):
         started instead of starting another."""
         state = job.executor_state
         if state.get("fault"):
-            return self._serving_failed(job, FailureCategory(state["fault"]["category"]), _("Lost its hardware."))
+            return self._serving_failed(job, FailureCategory(state["fault"]["category"]),
+                                        Phrase(gettext_noop("Lost its hardware.")))
         if job.status == JobStatus.DISPATCHING:
             dispatched = state.get("dispatched_at")
             if not dispatched or (now - parse_datetime(dispatched)).total_seconds() < plan["pull_seconds"] * \
@@ -158,7 +162,8 @@ class SimulatedExecutor(Executor):
                     type(job).objects.filter(pk=job.pk).update(executor_state=fresh)
                 job.executor_state = fresh  # the transition saves the fresh state, not the copy read before
             if not serving["port"]:
-                return self._serving_failed(job, FailureCategory.EXIT_CODE, _("The server did not start."), serving)
+                return self._serving_failed(job, FailureCategory.EXIT_CODE,
+                                            Phrase(gettext_noop("The server did not start.")), serving)
             nodes = ", ".join(sorted({a.gpu.node.name for a in job.allocations.all() if a.released_at is None}))
             text = (gettext_noop("Notebook server started on %(nodes)s.") if job.kind == WorkloadKind.NOTEBOOK
                     else gettext_noop("Replica started on %(nodes)s (revision %(revision)d)."))
@@ -168,12 +173,13 @@ class SimulatedExecutor(Executor):
             return None
         if job.max_runtime_minutes is not None and (now - job.started_at).total_seconds() >= \
                 job.max_runtime_minutes * 60:
-            return self._serving_failed(job, FailureCategory.TIMEOUT, _("Reached its max runtime."))
+            return self._serving_failed(job, FailureCategory.TIMEOUT, Phrase(gettext_noop("Reached its max runtime.")))
         serving = state.get("serving") or {}
         if simulated_serving.alive(serving):
             return None
         if job.kind == WorkloadKind.NOTEBOOK:
-            return self._serving_failed(job, FailureCategory.EXIT_CODE, _("The notebook server exited."))
+            return self._serving_failed(job, FailureCategory.EXIT_CODE,
+                                        Phrase(gettext_noop("The notebook server exited.")))
         with transaction.atomic():
             fresh = self._wanted_state(job, JobStatus.RUNNING)
             if fresh is None:
@@ -207,8 +213,8 @@ class SimulatedExecutor(Executor):
     def _serving_failed(self, job, category: str, message: str, serving: dict | None = None) -> ExecutorUpdate:
         serving = serving or job.executor_state.get("serving") or {}
         _stop_servers(job, serving)
-        advice = (_("Open the job's log for the server's last lines; clone the job to start it again.")
-                  if category == FailureCategory.EXIT_CODE else "")
+        advice = (Phrase(gettext_noop("Open the job's log for the server's last lines; clone the job to start it "
+                                      "again.")) if category == FailureCategory.EXIT_CODE else "")
         diagnosis = Diagnosis(category, message, advice, exit_code=1 if category == FailureCategory.EXIT_CODE
                               else None, evidence={"log": simulated_serving.log_tail(serving, 20)})
         return ExecutorUpdate(JobStatus.FAILED, message, category, message, diagnosis.exit_code, diagnosis.as_dict())
@@ -242,8 +248,12 @@ class SimulatedExecutor(Executor):
         diagnosis = diagnose_simulated(job, category, now)
         if message:
             diagnosis = replace(diagnosis, message=message)
-        return ExecutorUpdate(JobStatus.FAILED, reason or str(FailureCategory(diagnosis.category).label),
-                              diagnosis.category, diagnosis.message, diagnosis.exit_code, diagnosis.as_dict())
+        return ExecutorUpdate(JobStatus.FAILED, reason or diagnosis.message, diagnosis.category, diagnosis.message,
+                              diagnosis.exit_code, diagnosis.as_dict())
+
+    def stopped_log(self, job, tail: int) -> tuple[str, ...]:
+        """Made up from the plan like ``read_log``, so kept when the attempt is preempted: nothing to ask."""
+        return self.read_log(job, tail).lines if has_run(job) else ()
 
     def read_log(self, job, tail: int) -> LogTail:
         """The lines the current attempt printed so far (all of them once it ended), made up from its plan
@@ -289,8 +299,9 @@ def _pod(run, index: int, node: str, category: str, failing: int, fault: dict | 
     if category in (FailureCategory.NODE_FAULT, FailureCategory.GPU_FAULT) and index != failing:
         return PodState(name, node, phase="Running", index=index, running=True)  # still waiting for its peers
     if category == FailureCategory.NODE_FAULT:
-        why = fault["message"] if fault else _("XID 79 (GPU has fallen off the bus) on GPU %(gpu)d; the node "
-                                               "stopped responding.") % {"gpu": run.failing_gpu}
+        why = fault["message"] if fault else Phrase(gettext_noop(
+            "XID 79 (GPU has fallen off the bus) on GPU %(gpu)d; the node stopped responding."),
+            {"gpu": run.failing_gpu})
         return PodState(name, node, phase="Failed", reason="NodeLost", message=why, index=index, exit_code=255,
                         terminated_reason="Unknown")
     code = run.exit_code if index == 0 or category == FailureCategory.COMMUNICATION else 143
@@ -324,4 +335,4 @@ def diagnose_simulated(job, category: str, now) -> Diagnosis:
         pods = [_pod(run, i, node, category, failing, fault) for i, node in enumerate(run.nodes)]
     found = diagnose(pods, node_count=job.node_count, conditions=conditions, agent_fault=fault, logs=logs,
                      vendor=run.vendor if run is not None else vendor_of(job.gpu_model))
-    return found or Diagnosis(category, str(FailureCategory(category).label), "")
+    return found or Diagnosis(category, category_phrase(category), "")  # nothing a cluster would show tells it

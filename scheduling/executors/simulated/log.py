@@ -177,6 +177,25 @@ def _traceback(where: str, *last: str) -> list[str]:
             f"    {where}", *last]
 
 
+#: What a Python program that exits with code 1 printed last, one picked per attempt: the frame it failed in and
+#: its last lines (each one the failure diagnosis' signatures name; the last one only on NVIDIA's devices).
+PROGRAM_ERRORS: tuple[tuple[str, ...], ...] = (
+    ("from model import build_model", '  File "/workspace/model.py", line 9, in <module>',
+     "    from flash_attn import FlashAttention",
+     "ImportError: cannot import name 'FlashAttention' from 'flash_attn' "
+     "(/usr/local/lib/python3.11/site-packages/flash_attn/__init__.py)"),
+    ("import timm", "ModuleNotFoundError: No module named 'timm'"),
+    ("dataset = load_dataset(args.data)", '  File "/workspace/data.py", line 41, in load_dataset',
+     "    with open(os.path.join(root, \"index.json\")) as f:",
+     "FileNotFoundError: [Errno 2] No such file or directory: '/data/imagenet/train/index.json'"),
+    ("batch = collate(samples)", '  File "/workspace/data.py", line 77, in collate',
+     '    labels = torch.tensor([s["label"] for s in samples])', "KeyError: 'label'"),
+    ("loss = criterion(logits, labels)", "RuntimeError: CUDA error: device-side assert triggered",
+     "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might "
+     "be incorrect.", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"),
+)
+
+
 def _program_error(run: Run, step: int) -> list[str]:
     """What the program printed as it exited with ``run.exit_code`` (each code its own kind of error)."""
     code = run.exit_code
@@ -190,9 +209,9 @@ def _program_error(run: Run, step: int) -> list[str]:
                 "Current thread 0x00007f3a2b7fe640 (most recent call first):",
                 '  File "/workspace/data.py", line 88 in __getitem__', "Segmentation fault (core dumped)"]
     if code == 1:
-        return _traceback("from model import build_model",
-                          "ImportError: cannot import name 'FlashAttention' from 'flash_attn' "
-                          "(/usr/local/lib/python3.11/site-packages/flash_attn/__init__.py)")
+        errors = PROGRAM_ERRORS if run.vendor == vendors.DEFAULT_VENDOR else PROGRAM_ERRORS[:-1]  # CUDA's own last
+        where, *last = errors[random.Random(run.job_id * 7 + run.attempt).randrange(len(errors))]
+        return _traceback(where, *last)
     return _traceback("trainer.check(loss)", f"RuntimeError: loss is NaN at step {step}; stopping (exit {code})")
 
 

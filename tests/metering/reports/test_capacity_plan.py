@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from metering.models import CapacityDaily
-from metering.reports import capacity_plan
+from metering.reports import capacity_plan, sizing
 from metering.reports import monthly as reports
 from metering.review import parts as review_parts
 
@@ -196,7 +196,8 @@ def test_a_small_trend_keeps_one_decimal(world):
 def test_sentence_figures_and_the_default_node_size_come_from_one_place(world, monkeypatch):
     assert capacity_plan.whole is review_parts.whole and not hasattr(capacity_plan, "_num")
     assert not hasattr(capacity_plan, "DEFAULT_GPUS_PER_NODE")
-    monkeypatch.setattr(reports, "DEFAULT_GPUS_PER_NODE", 4)
+    assert not hasattr(reports, "DEFAULT_GPUS_PER_NODE") and reports.whole_nodes is sizing.whole_nodes
+    monkeypatch.setattr(sizing, "DEFAULT_GPUS_PER_NODE", 4)
     days("B200", OCTOBER, [13], capacity=8)  # no B200 node in the catalogue: the default node size applies
     b200 = by_model(capacity_plan.plan(OCTOBER, now=NOW))["B200"]
     assert b200["gpus_per_node"] == 4 and b200["add_gpus"] == 8  # 5 over: two nodes of 4
@@ -205,18 +206,19 @@ def test_sentence_figures_and_the_default_node_size_come_from_one_place(world, m
 
 
 def test_a_different_add_in_the_months_advice_is_told_apart_from_the_plans(rising):
-    """Two "add N" in one document: the sentence says which covers what (the advice the month that was, the
-    plan the months to come); an equal number or advice that adds nothing gets no sentence."""
+    """Two "add N" in one document (advice frozen before it quoted the plan): the sentence says which covers
+    what (the advice the month that was, the plan the months to come) and which to act on; an equal number or
+    advice that adds nothing gets no sentence."""
     plan = capacity_plan.plan(OCTOBER, now=NOW)
     advice = [{"gpu_model": "H100", "action": "add", "figures": {"add_gpus": 16}},
               {"gpu_model": "A100", "action": "add", "figures": {"add_gpus": 8}}]
     models = by_model(capacity_plan.with_advice(plan, advice))
     assert models["H100"]["beside_advice"] == (
         "H100: 2026-10's advice (add 16) covers 75 % of that month's days over capacity; this plan (add 24) covers "
-        "the highest forecast peak of the next 3 months.")
+        "the highest forecast peak of the next 3 months: act on the plan.")
     assert models["A100"]["beside_advice"] == (
         "A100: 2026-10's advice (add 8) covers 75 % of that month's days over capacity; the forecast of the next 3 "
-        "months stays within the installed GPUs.")
+        "months stays within the installed GPUs: act on the plan.")
     again = by_model(capacity_plan.with_advice(capacity_plan.plan(OCTOBER, now=NOW), [
         {"gpu_model": "H100", "action": "add", "figures": {"add_gpus": 24}},
         {"gpu_model": "A100", "action": "keep", "figures": {}}]))
@@ -235,3 +237,44 @@ def test_an_open_month_is_forecast_not_history(rising):
     assert [f["month"] for f in h100["forecast"]] == ["2026-11", "2026-12", "2027-01"]
     assert h100["forecast"][0]["demand_gpus"] == 82.0 and h100["add_gpus"] == 24  # as planned from October
     assert capacity_plan.plan(OCTOBER, now=NOW)["note"] == ""
+
+
+def _month_figures(model: str, over: int, capacity: int, step: int = 8) -> dict:
+    """One model's month as ``monthly._capacity`` gives it: 31 days, ``over`` of them above capacity, 90 %
+    allocated (enough for the advice "add")."""
+    return {"gpu_model": model, "days": 31, "days_over_capacity": over, "allocation_rate": 0.9,
+            "capacity_gpus": capacity, "peak_demand_gpus": capacity + 20.0, "excess": [5.0] * over,
+            "gpus_per_node": step}
+
+
+def test_the_months_advice_quotes_the_plans_number_so_the_report_says_one(rising):
+    """The advice decides whether to add from the month; how many is the plan's figure (whole nodes, by the
+    plan's month), so the page and the pack never say "add 8" beside "add 24"."""
+    from metering.models import JobFact
+
+    plan = capacity_plan.plan(OCTOBER, now=NOW)
+    advice = {a["gpu_model"]: a for a in reports.recommendations(
+        [_month_figures("H100", 10, 83), _month_figures("A100", 10, 32), _month_figures("B200", 10, 16)], [],
+        JobFact.objects.none(), plan)}
+    h100 = by_model(plan)["H100"]
+    assert advice["H100"]["action"] == "add" and advice["H100"]["figures"]["add_gpus"] == h100["add_gpus"] == 24
+    assert advice["H100"]["evidence"].endswith("-> add 24 H100 GPUs (nodes of 8) before 2026-12, as the capacity "
+                                               "plan sizes it")
+    # Over capacity in the month, but the plan forecasts no shortfall: spread the peaks, do not buy.
+    assert advice["A100"]["action"] == "spread" and "add_gpus" not in advice["A100"]["figures"]
+    assert "forecasts no shortfall through 2027-01" in advice["A100"]["evidence"]
+    # A model without history in the plan is sized from the month's own excesses (one node here).
+    assert advice["B200"]["figures"]["add_gpus"] == 8
+    shown = by_model(capacity_plan.with_advice(plan, list(advice.values())))
+    assert "beside_advice" not in shown["H100"] and "beside_advice" not in shown["A100"]
+
+
+def test_an_open_months_advice_says_how_many_of_its_days_have_passed(world):
+    """On the first of December the advice rests on one day: it says "1 of its 31 days have passed", not a
+    bare "1 of 1 days" that reads like a whole month."""
+    advice = [{"gpu_model": "H100", "action": "keep", "evidence": "H100: 40 % idle -> keep", "figures": {},
+               "phrase": {"msgid": "%(model)s: %(idle).0f %% idle -> lend or move",
+                          "params": {"model": "H100", "idle": 40.0}}}]
+    (entry,) = reports.so_far(advice, date(2026, 12, 1), datetime(2026, 12, 1, 9, tzinfo=ZoneInfo("UTC")))
+    assert entry["evidence"] == "H100: 40 % idle -> lend or move (2026-12 is still open: 1 of its 31 days have passed)"
+    assert reports.advice_text(entry) == entry["evidence"]  # read back from the stored phrase

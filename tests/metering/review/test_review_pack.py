@@ -1,6 +1,7 @@
 """The monthly review pack: the document's four groups and their conclusions computed from data,
 the comparison with the previous month, coverage, tenant isolation, the command's PDF and spreadsheet read
-back (pdftotext, openpyxl), the download views and their permissions, and a bounded number of queries."""
+back (pdftotext, openpyxl), the download views and their permissions, a bounded number of queries, and a
+frozen month's pack rendered once and served from the stored bytes."""
 
 import io
 import json
@@ -25,10 +26,14 @@ from metering.models import (
     ImprovementDirection,
     ImprovementMetric,
     JobFact,
+    MonthlyReport,
+    StoredReviewPack,
 )
 from metering.reports import monthly as reports
+from metering.review import stored
 from metering.review.contract import ReviewDocument, Section, Table
 from metering.review.document import GROUP_KEYS, build_review
+from metering.review.render import formats as review_formats
 from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory, JobArtifact, JobCheckpoint, JobStatus
 from tenants.models import Quota, Tenant
@@ -414,3 +419,78 @@ def test_who_may_download_follows_the_report_page(two_months):
     assert alice.get(f"/reports/{month}/vision/pack.docx").status_code == 404
     assert alice.get("/reports/2026-13/vision/pack.pdf").status_code == 404
     assert Client().get(f"/reports/{month}/vision/pack.pdf").status_code == 302  # to the sign-in page
+
+
+# --- a frozen month's pack, stored ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def rendered(monkeypatch):
+    """Counts the renderings (the expensive step a stored pack skips)."""
+    calls = []
+    real = review_formats.render
+
+    def counting(review, fmt):
+        calls.append((review.language, fmt))
+        return real(review, fmt)
+
+    monkeypatch.setattr(review_formats, "render", counting)
+    return calls
+
+
+def test_the_second_download_of_a_frozen_pack_renders_nothing_and_sends_the_same_bytes(two_months, rendered):
+    month = two_months["month"]
+    reports.freeze(month)
+    admin = _client(two_months["users"]["admin"])
+    first = admin.get(f"/reports/{month:%Y-%m}/pack.pdf")
+    first_zone = StoredReviewPack.objects.get().time_zone
+    second = admin.get(f"/reports/{month:%Y-%m}/pack.pdf")
+    assert first.status_code == second.status_code == 200 and first.content.startswith(b"%PDF")
+    assert second.content == first.content and len(rendered) == 1
+    assert second["Content-Disposition"] == first["Content-Disposition"]
+    # Another language and another format are renderings of their own, each once.
+    chinese = admin.get(f"/reports/{month:%Y-%m}/pack.pdf", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    admin.get(f"/reports/{month:%Y-%m}/pack.xlsx")
+    admin.get(f"/reports/{month:%Y-%m}/pack.xlsx")
+    assert chinese.content != first.content and len(rendered) == 3
+    assert StoredReviewPack.objects.count() == 3
+    # A reader in another time zone gets the moments of the pack in theirs: a rendering of its own.
+    assert admin.post("/account/preferences/", {"time_zone": "Asia/Shanghai"}).status_code in (200, 302)
+    admin.get(f"/reports/{month:%Y-%m}/pack.xlsx")
+    assert len(rendered) == 4 and set(StoredReviewPack.objects.values_list("time_zone", flat=True)) == {
+        "Asia/Shanghai", first_zone}
+
+
+def test_an_unfrozen_month_is_rendered_for_each_download(two_months, rendered):
+    alice = _client(two_months["users"]["alice"])
+    for _ in range(2):
+        assert alice.get(f"/reports/{two_months['month']:%Y-%m}/vision/pack.xlsx").status_code == 200
+    assert len(rendered) == 2 and not StoredReviewPack.objects.exists()
+
+
+def test_a_regenerated_report_is_a_new_snapshot_rendered_anew(two_months, rendered):
+    month, users = two_months["month"], two_months["users"]
+    reports.freeze(month)
+    first = stored.pack_file(month, None, "pdf", "en")
+    assert stored.pack_file(month, None, "pdf", "en").stored and len(rendered) == 1
+    reports.regenerate(month, None, users["admin"], "late readings")
+    again = stored.pack_file(month, None, "pdf", "en")
+    assert again.stored and len(rendered) == 2 and again.content.startswith(b"%PDF")
+    assert first.filename == again.filename == f"gpuportal-review-{month:%Y-%m}-platform.pdf"
+
+
+def test_a_regenerated_previous_month_replaces_the_stored_rendering(two_months, rendered):
+    """The pack compares with the month before: new figures there change the digest, so the pack is rendered
+    anew and the rendering of the old digest is dropped, not kept beside it. (Regenerating with the same
+    figures keeps the digest: the stored pack is still right.)"""
+    month, before = two_months["month"], two_months["previous"]
+    old = reports.freeze(before)
+    reports.freeze(month)
+    stored.pack_file(month, None, "xlsx", "en")
+    assert stored.pack_file(month, None, "xlsx", "en").stored and len(rendered) == 1
+    # A regeneration that found late readings: the old snapshot superseded, a new one with other figures.
+    MonthlyReport.objects.filter(pk=old.pk).update(superseded_at=timezone.now())
+    MonthlyReport.objects.create(month=old.month, tenant=None, generated_at=timezone.now(), reason="late readings",
+                                 data={**old.data, "gpu_hours_allocated": old.data["gpu_hours_allocated"] + 1})
+    assert stored.pack_file(month, None, "xlsx", "en").stored and len(rendered) == 2
+    assert StoredReviewPack.objects.filter(fmt="xlsx", language="en").count() == 1

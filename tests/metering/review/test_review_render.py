@@ -47,9 +47,11 @@ def _group(key, title, charts, tables=None):
         "conclusions": [f"{title}: the first conclusion.", f"{title}: a second one, with <markup> & ampersands."],
         "figures": [
             {"key": "gpu_hours_allocated", "label": "GPU-hours allocated", "value": ALLOCATED, "unit": "GPU-hours",
-             "previous": 11000.0, "change": "+12.2 %"},
+             "previous": 11000.0, "change": "+12.2 %", "change_number": 0.122},
             {"key": "jobs", "label": "Jobs finished", "value": 1200, "unit": "", "previous": 0, "change": "new"},
             {"key": "missing", "label": "Not measured", "value": None, "unit": "%", "previous": None},
+            {"key": "efficiency", "label": "Efficiency", "value": 84.0, "unit": "%", "previous": 84.4,
+             "change": "−0.4 pts", "change_number": -0.4, "change_in_points": True},
         ],
         "tables": tables if tables is not None else [
             {"key": f"{key}_top", "title": f"{title} by project", "columns": ["Project", "GPU-hours", "Share %"],
@@ -71,7 +73,7 @@ def sample_document(**changes) -> dict:
         "summary": ["GPU-hours allocated rose by 12 %.", "Two improvement actions are late."],
         "comparison": {"previous_month": "2026-09", "rows": [
             {"label": "GPU-hours allocated", "value": ALLOCATED, "previous": 11000.0, "unit": "GPU-hours",
-             "change": "+12.2 %"},
+             "change": "+12.2 %", "change_number": 0.122},
             {"label": "Jobs finished", "value": 1200, "previous": None, "unit": "", "change": "—"},
         ]},
         "groups": [
@@ -420,6 +422,34 @@ def test_xlsx_comparison_table_holds_numbers(workbook):
     assert header_row[0] == "Figure" and "Previous month" in header_row
 
 
+def test_xlsx_change_is_a_number_with_a_number_format_and_words_beside_it(workbook):
+    """A spreadsheet computes with the change: a number shown "+12.2%" (or "-0.4 pts" for a percentage); where
+    the change is only words ("new"), the number is blank and the words column says why."""
+    _document, book = workbook
+    for name in ("Resources", "Summary"):
+        sheet = book[name]
+        row, column = _find(sheet, "GPU-hours allocated")
+        headers = [sheet.cell(row - 1, column + i).value for i in range(6)]
+        change = headers.index("Change")
+        assert headers[change + 1] == "Change in words"
+        cell = sheet.cell(row, column + change)
+        assert cell.value == 0.122 and cell.number_format == "+0.0%;-0.0%;0.0%"
+        assert sheet.cell(row, column + change + 1).value == "+12.2 %"
+    sheet = book["Resources"]
+    row, column = _find(sheet, "Efficiency")
+    assert sheet.cell(row, column + 4).value == -0.4 and "pts" in sheet.cell(row, column + 4).number_format
+    row, column = _find(sheet, "Jobs finished")
+    assert sheet.cell(row, column + 4).value is None and sheet.cell(row, column + 5).value == "new"
+
+
+def test_figures_carry_their_change_as_a_number():
+    assert figure("f", "GPU-hours", 110, "GPU-hours", 100).change_number == pytest.approx(0.1)
+    points = figure("f", "Efficiency", 84.0, "%", 84.4)
+    assert points.change_number == pytest.approx(-0.4) and points.change_in_points
+    assert figure("f", "Jobs", 5, "", 0).change_number is None  # "new": words only
+    assert figure("f", "Jobs", 5, "", 5).change_number == 0.0
+
+
 def test_xlsx_tables_have_bold_headers_numbers_and_no_formulas(workbook):
     _document, book = workbook
     sheet = book["Resources"]
@@ -475,3 +505,31 @@ def test_rendering_does_not_change_the_document():
     render_pdf(document)
     render_xlsx(document)
     assert document.to_json() == before
+
+
+def test_a_table_of_long_sentences_is_set_as_one_block_per_row(tmp_path):
+    """The checklist's rows are sentences: as a grid of six narrow columns they were a wall of text. Each row
+    is a block instead, its first cell as the title and every other header beside its value (empty ones left
+    out)."""
+    long = "The evidence is a sentence long enough to turn a grid of narrow columns into a wall of text. " * 3
+    appendix = [{"key": "acceptance", "title": "Acceptance checklist", "question": "Is every area accepted?",
+                 "conclusions": [], "figures": [], "charts": [], "tables": [{
+                     "key": "acceptance", "title": "Areas",
+                     "columns": ["Area", "Capability", "Status", "Why", "Evidence", "Notes"],
+                     "rows": [["Multi-card", "8 GPUs in one job", "present", long, long, ""],
+                              ["Multi-node", "2 nodes in one job", "missing", long, long, "a note"]]}]}]
+    text = pdf_text(_write(tmp_path, "records.pdf", pdf_of(sample_document(appendix=appendix))))
+    assert not re.search(r"Area\s+Capability\s+Status", text)  # no grid header
+    assert len(re.findall(r"^\s*Why\s+The evidence is", text, re.M)) == 2
+    assert len(re.findall(r"^\s*Status\s+(present|missing)", text, re.M)) == 2
+    assert len(re.findall(r"^\s*Notes\s+a note", text, re.M)) == 1 and text.count("Notes") == 1
+
+
+def test_groups_follow_on_where_the_page_has_room(english_pdf):
+    """A page break before every group left pages holding a few lines; a group now starts on the page where
+    the one before ended when there is room for it."""
+    _document, path = english_pdf
+    pages = [_poppler("pdftotext", "-f", str(n), "-l", str(n), str(path), "-") for n in range(1, page_count(path) + 1)]
+    starts = [next(i for i, page in enumerate(pages) if re.search(rf"^{title}$", page, re.M))
+              for title in ("Summary", "Resources")]
+    assert starts[0] == starts[1]  # the summary is short: the first group follows on its page

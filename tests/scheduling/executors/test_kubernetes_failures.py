@@ -86,7 +86,8 @@ def test_node_fault_is_retried_away_from_the_node_and_resumes_from_the_checkpoin
         assert env["GPUPORTAL_RESUME_FROM"] == "/data/ckpt/12000.pt"
     client.login(username="alice", password="demo")
     page = client.get(f"/jobs/{job.pk}/").content.decode()
-    assert "Attempt 1: Node fault" in page and "retried automatically up to 2 times" in page
+    first = page.split('id="attempt-1"', 1)[1].split("</li>", 1)[0]
+    assert 'title="node_fault">Node fault<' in first and "retried automatically up to 2 times" in page
 
 
 def test_eviction_is_a_node_fault_and_user_errors_are_not_retried(kube, users):
@@ -154,7 +155,7 @@ def test_preempted_by_our_scheduler_names_the_preemptor(kube, users):
     reclaimer = submit(users, user="bob")
     victim = next(Job.objects.get(pk=b.pk) for b in borrowers if Job.objects.get(pk=b.pk).retry_count)
     event = victim.events.filter(to_status=JobStatus.PREEMPTED).order_by("at", "id").first()
-    assert f"#{reclaimer.pk}" in event.reason and event.data["preemptor"] == reclaimer.pk
+    assert "tenant nlp" in event.reason and event.data["preemptor"] == reclaimer.pk
 
 
 def test_progress_reports_with_the_job_token(kube, users, client, api):

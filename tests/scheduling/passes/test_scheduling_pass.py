@@ -36,8 +36,10 @@ def test_reclaim_preempts_a_borrower_records_why_and_requeues_it(users, api):
     assert len(hit) == 1  # a minimal set: one node's worth
     victim = hit[0]
     event = victim.events.get(to_status="preempted")
-    assert event.reason == f"Preempted by job #{reclaimer.pk} of tenant nlp (reclaim within guarantee)."
-    assert event.data == {"preemptor": reclaimer.pk, "preemptor_tenant": "nlp", "rule": "reclaim within guarantee"}
+    assert event.reason == "Preempted by a job of tenant nlp (reclaim within guarantee)."  # no id: another tenant's
+    assert {key: event.data[key] for key in ("preemptor", "preemptor_tenant", "preemptor_owner", "rule")} == {
+        "preemptor": reclaimer.pk, "preemptor_tenant": "nlp", "preemptor_owner": users["bob"].pk,
+        "rule": "reclaim within guarantee"}
     assert victim.status in (JobStatus.QUEUED, JobStatus.ADMITTED, JobStatus.DISPATCHING)
     assert victim.events.filter(to_status="queued", reason__startswith="Requeued after preemption (retry 1)").exists()
     reclaimer.refresh_from_db()
@@ -95,10 +97,11 @@ def test_queue_page_anonymises_other_tenants(client, users, api):
     mine = submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name="alice-waits"))
     assert client.login(username="bob", password="demo")
     html = client.get("/queue/").content.decode()
-    assert "another tenant" in html and "alice-waits" not in html and "quota_exhausted" in html
+    assert "another tenant" in html and "alice-waits" not in html and "Quota exhausted" in html
     assert "Fair share" in html
     rows = api("bob").get("/api/queue/").json()["results"]
-    assert rows[0]["tenant"] == "vision" and rows[0]["job"] is None and rows[0]["message"] is None
+    assert rows[0]["tenant"] == "vision" and rows[0]["job"] is None and rows[0]["wait_reason"] == "quota_exhausted"
+    assert "16 of its 16 A100" in rows[0]["message"]  # the reason in words, for another tenant's job too
     own = api("alice").get("/api/queue/").json()["results"]
     assert own[0]["job"] == mine.pk and "16 of its 16 A100" in own[0]["message"]
     shares = api("bob").get("/api/fair-share/").json()

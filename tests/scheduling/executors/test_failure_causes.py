@@ -57,4 +57,4 @@ def test_an_import_error_in_the_pods_log_is_the_failure_it_names(kube, users, cl
     message = chinese.split('id="failure-message">', 1)[1].split("</p>", 1)[0]
     advice = chinese.split('id="failure-advice">', 1)[1].split("</p>", 1)[0]
     assert CHINESE.search(message) and "FlashAttention" in message and "flash_attn" in message
-    assert CHINESE.search(advice.split("</strong>", 1)[1]) and "pip show flash_attn" in advice
+    assert CHINESE.search(advice.split("</strong>", 1)[1]) and "pip 命令查看 flash_attn" in advice

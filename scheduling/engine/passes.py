@@ -519,10 +519,11 @@ class _Pass:
                 head.extra -= job.slots
                 backfilled = True
             else:
-                return self.waits.append((job, WaitReason.PRIORITY, base | {
-                    "blocker_id": head.job.id, "blocker_priority": head.job.priority,
-                    "blocker_tenant": head.job.tenant, "blocker_gpus": head.job.gpus,
-                    "total_free": sum(self.cap.whole_free(m) for m in models)}))
+                blocker = {"blocker_priority": head.job.priority, "blocker_tenant": head.job.tenant,
+                           "blocker_gpus": head.job.gpus, "total_free": sum(self.cap.whole_free(m) for m in models)}
+                if head.job.tenant == job.tenant:  # another tenant's job is not named (its id is not ours to show)
+                    blocker["blocker_id"] = head.job.id
+                return self.waits.append((job, WaitReason.PRIORITY, base | blocker))
         if placements is not None:
             return self._admit(job, placements, backfilled)
         if self.policy.preemption and self.searches < self.policy.max_preemption_searches:
@@ -540,9 +541,10 @@ class _Pass:
                         victim.id, victim.tenant, job.id, job.tenant, rules[victim.id],
                         f"Preempted so that job #{job.id} of tenant {job.tenant} (priority {job.priority}) can run: "
                         f"{rules[victim.id]}."))
-                victim_list = ", ".join(f"#{v.id} of {v.tenant}" for v in victims)
-                return self.waits.append((job, WaitReason.PREEMPTION_PENDING, base | {
-                    "victims": len(victims), "victim_list": victim_list}))
+                pending = {"victims": len(victims)}
+                if all(v.tenant == job.tenant for v in victims):  # other tenants' jobs are not named
+                    pending["victim_list"] = ", ".join(f"#{v.id}" for v in victims)
+                return self.waits.append((job, WaitReason.PREEMPTION_PENDING, base | pending))
         reason, params = self._diagnose(job, models, base)
         self.waits.append((job, reason, params))
         if key not in self.heads:

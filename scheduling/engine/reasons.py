@@ -140,9 +140,16 @@ def _in_words(params: dict, translate) -> dict:
             for name, value in params.items()}
 
 
+#: The numbers that name another job in a reason's sentence: the engine leaves them out when that job is another
+#: tenant's, and the sentence then reads as another tenant's row does (``OTHERS_TEMPLATES``).
+NAMING = {WaitReason.PRIORITY: "blocker_id", WaitReason.PREEMPTION_PENDING: "victim_list"}
+
+
 def render_reason(reason: WaitReason | str, params: dict, translate=None) -> str:
     """Fill the reason's template; ``translate`` (e.g. Django's gettext) picks the reader's language."""
-    template = TEMPLATES[WaitReason(reason)]
+    reason = WaitReason(reason)
+    naming = NAMING.get(reason)
+    template = OTHERS_TEMPLATES[reason] if naming and naming not in params else TEMPLATES[reason]
     if translate is not None:
         template = translate(template)
     return template % _in_words(params, translate)

@@ -382,3 +382,25 @@ def test_backfill_never_delays_the_head_jobs_estimated_start(node_gpus, jobs, ru
     after = with_backfill.wait_for(head.job_id)
     assert after is not None  # the head is never admitted by backfill ahead of itself
     assert after.estimated_start is not None and after.estimated_start <= head.estimated_start + 1e-6
+
+
+def test_a_reason_names_no_job_of_another_tenant():
+    """The blocking head and the preemption victims are named by id only when they are the waiting job's own
+    tenant's: another tenant's job reads as on that tenant's row of the queue page (priority, count)."""
+    base = {"nodes": nodes(2), "quotas": (quota("t", limit=100, guaranteed=100), quota("u", limit=100, guaranteed=100)),
+            "running": (running(9, "o", 1, range(8), started=NOW, runtime=2 * HOUR),)}
+    heads = {"u": "A job with priority 50 is ahead", "t": "Job #1 (priority 50, tenant t) is ahead"}
+    for blocker_tenant, sentence in heads.items():
+        result = schedule(snap(**base, waiting=(job(1, 8, n=2, tenant=blocker_tenant, priority=50, max_runtime=HOUR),
+                                                job(3, 4, priority=1, max_runtime=10 * HOUR))))
+        wait = result.wait_for(3)
+        assert wait.reason == WaitReason.PRIORITY and wait.message.startswith(sentence)
+        assert ("blocker_id" in wait.params) == (blocker_tenant == "t")
+    run = (running(11, "a", 1, range(0, 4), priority=10), running(12, "c", 1, range(4, 8), priority=10))
+    for victims_tenant, sentence in (("a", "Waiting for 1 preempted job(s) to release"),
+                                     ("c", "Waiting for 1 preempted job(s) (#12) to release")):
+        result = schedule(snap(nodes=nodes(1), quotas=(quota("a"), quota("c")), running=(
+            run[0] if victims_tenant == "a" else run[1],), waiting=(job(1, 8, tenant="c", priority=80,
+                                                                        preemptible=False),)))
+        wait = result.wait_for(1)
+        assert wait.reason == WaitReason.PREEMPTION_PENDING and wait.message.startswith(sentence), wait.message

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from scheduling import engine
-from scheduling.models import LONG_RUNNING_KINDS, Job, WorkloadKind
+from scheduling.models import Job, JobStatus, WorkloadKind
 from scheduling.passes.snapshots import (
     _expected_runtime,
     _preemptible,
@@ -31,6 +31,7 @@ from scheduling.passes.snapshots import (
     home_cluster,
     load_snapshots,
     runtime_estimates,
+    waiting_job,
 )
 
 World = dict[str, engine.Snapshot]
@@ -141,22 +142,18 @@ def new_waiting_jobs(owner_id: int, request, now, estimates: dict | None = None)
     task_type = request.task_type
     members = (request.replicas if request.kind == WorkloadKind.SERVICE
                else len(request.indices) if request.kind == WorkloadKind.ARRAY else 1)
-    gpus = request.gpus_per_node * request.node_count
-    expected = None if request.kind in LONG_RUNNING_KINDS else estimates.get((task_type.code, gpus))
-    array = request.kind == WorkloadKind.ARRAY
-    minutes = request.max_runtime_minutes
-    return [engine.WaitingJob(
-        id=-(i + 1), tenant=request.project.tenant.name, gpu_model=request.gpu_model,
-        gpus_per_node=request.gpus_per_node, nodes=request.node_count, priority=task_type.priority,
-        task_type=task_type.code, submitted_at=now.timestamp(), gpu_milli=request.gpu_milli,
-        cpu_milli=request.cpu_millicores or task_type.cpu_milli_per_gpu * request.gpus_per_node,
-        memory_mib=request.memory_mib or task_type.memory_mib_per_gpu * request.gpus_per_node,
-        topology=request.topology, max_runtime=float("inf") if minutes is None else minutes * 60.0,
-        expected_runtime=expected, preemptible=task_type.preemptible and request.kind != WorkloadKind.SERVICE,
-        group="#new" if array else "", group_limit=(request.array_parallelism or 0) if array else 0,
-        accept_models=tuple(request.accept_models), awaiting_approval=task_type.requires_approval,
-        owner=owner_id, spare_owner=request.spare_own_jobs)
-        for i in range(members)]
+    row = {  # the row the pass reads once the job is stored (``snapshots.waiting_job``), as submission fills it
+        "tenant__name": request.project.tenant.name, "gpu_model": request.gpu_model,
+        "gpus_per_node": request.gpus_per_node, "node_count": request.node_count, "priority": task_type.priority,
+        "task_type__code": task_type.code, "task_type__preemptible": task_type.preemptible, "submitted_at": now,
+        "gpu_milli": request.gpu_milli,
+        "cpu_milli": request.cpu_millicores or task_type.cpu_milli_per_gpu * request.gpus_per_node,
+        "memory_mib": request.memory_mib or task_type.memory_mib_per_gpu * request.gpus_per_node,
+        "topology": request.topology, "max_runtime_minutes": request.max_runtime_minutes, "held_by": "",
+        "status": JobStatus.PENDING if task_type.requires_approval else JobStatus.QUEUED, "executor_state": {},
+        "spare_own_jobs": request.spare_own_jobs, "kind": request.kind, "group_id": "new", "group__name": "",
+        "group__parallelism": request.array_parallelism, "accept_models": request.accept_models, "owner_id": owner_id}
+    return [waiting_job({**row, "id": -(i + 1)}, estimates, now, {}) for i in range(members)]
 
 
 def with_new_jobs(jobs: Iterable[engine.WaitingJob]) -> WorldChange:

@@ -167,18 +167,24 @@ def _waiting_by_cluster(clusters, nodes, estimates, now) -> dict[str, list[engin
             "max_runtime_minutes", "held_by", "status", "cluster__name", "executor_state", "spare_own_jobs", "kind",
             "group_id", "group__name", "group__parallelism", "accept_models", "owner_id"):
         home = j["cluster__name"] or home_cluster(healthy_gpus, [c.name for c in clusters], j["gpu_model"])
-        by_cluster[home].append(engine.WaitingJob(
-            id=j["id"], tenant=j["tenant__name"], gpu_model=j["gpu_model"], gpus_per_node=j["gpus_per_node"],
-            nodes=j["node_count"], priority=j["priority"], task_type=j["task_type__code"],
-            submitted_at=j["submitted_at"].timestamp(), gpu_milli=j["gpu_milli"], cpu_milli=j["cpu_milli"],
-            memory_mib=j["memory_mib"], topology=j["topology"], max_runtime=_max_runtime(j),
-            expected_runtime=_expected_runtime(j, estimates), preemptible=_preemptible(j), held=j["held_by"],
-            group=_array_of(j), group_limit=(j["group__parallelism"] or 0) if _array_of(j) else 0,
-            accept_models=tuple(j["accept_models"] or ()),
-            awaiting_approval=j["status"] == JobStatus.PENDING, owner=j["owner_id"],
-            spare_owner=j["spare_own_jobs"],
-            avoid_nodes=avoided_nodes(j["executor_state"], now, schedulable)))
+        by_cluster[home].append(waiting_job(j, estimates, now, schedulable))
     return by_cluster
+
+
+def waiting_job(j: dict, estimates: dict, now, schedulable: dict[int, bool]) -> engine.WaitingJob:
+    """A waiting job as the engine sees it, from the row ``_waiting_by_cluster`` reads (the preview of a new
+    submission builds the same row, so that it sees the job as the pass will once it is stored)."""
+    return engine.WaitingJob(
+        id=j["id"], tenant=j["tenant__name"], gpu_model=j["gpu_model"], gpus_per_node=j["gpus_per_node"],
+        nodes=j["node_count"], priority=j["priority"], task_type=j["task_type__code"],
+        submitted_at=j["submitted_at"].timestamp(), gpu_milli=j["gpu_milli"], cpu_milli=j["cpu_milli"],
+        memory_mib=j["memory_mib"], topology=j["topology"], max_runtime=_max_runtime(j),
+        expected_runtime=_expected_runtime(j, estimates), preemptible=_preemptible(j), held=j["held_by"],
+        group=_array_of(j), group_limit=(j["group__parallelism"] or 0) if _array_of(j) else 0,
+        accept_models=tuple(j["accept_models"] or ()),
+        awaiting_approval=j["status"] == JobStatus.PENDING, owner=j["owner_id"],
+        spare_owner=j["spare_own_jobs"],
+        avoid_nodes=avoided_nodes(j["executor_state"], now, schedulable))
 
 
 def load_snapshots(now=None):

@@ -17,6 +17,16 @@ from gpuportal.text import phrases
 class ExecutorKind(models.TextChoices):
     SIMULATED = "simulated", _("Simulated")
     KUBERNETES = "kubernetes", _("Kubernetes")
+    SLURM = "slurm", _("Slurm")
+
+
+class SlurmContainer(models.TextChoices):
+    """How a Slurm cluster runs a job's image: not at all (the command runs on the node), or through one of the
+    two container runtimes Slurm sites use."""
+
+    NONE = "none", _("None (the command runs on the node)")
+    APPTAINER = "apptainer", _("Apptainer")
+    PYXIS = "pyxis", _("Pyxis and enroot")
 
 
 class Vendor(models.TextChoices):
@@ -52,7 +62,7 @@ class AcceleratorModel(TimeStampedModel):
 
 
 class Cluster(TimeStampedModel):
-    """A set of nodes driven by one executor (a simulated cluster, or one Kubernetes cluster)."""
+    """A set of nodes driven by one executor (a simulated cluster, one Kubernetes cluster, one Slurm cluster)."""
 
     name = models.SlugField(_("name"), max_length=64, unique=True)
     description = models.TextField(_("description"), blank=True)
@@ -90,6 +100,37 @@ class Cluster(TimeStampedModel):
     storage_class = models.CharField(_("storage class"), max_length=100, blank=True)
     watch_resource_version = models.CharField(max_length=64, blank=True, editable=False,
                                               help_text="Where the pod watch resumes after a restart.")
+    # How to reach a Slurm cluster's slurmrestd (docs/slurm.md). The key and token files hold secrets: only their
+    # paths are stored, and neither they nor the tokens made from them are shown or logged.
+    slurm_url = models.CharField(_("slurmrestd URL"), max_length=500, blank=True)
+    slurm_jwt_key_file = models.CharField(
+        _("JWT key file"), max_length=500, blank=True,
+        help_text=_("The cluster's jwt_hs256.key: the portal signs short-lived tokens per user with it."))
+    slurm_token_file = models.CharField(
+        _("token file"), max_length=500, blank=True,
+        help_text=_("A token made by 'scontrol token' for one account, where the portal may not hold the key."))
+    slurm_user = models.CharField(_("Slurm user for reading"), max_length=64, blank=True,
+                                  help_text=_("The account the portal reads nodes, jobs and accounting as."))
+    slurm_run_as = models.CharField(
+        _("run every job as"), max_length=64, blank=True,
+        help_text=_("One service account for every job; empty: each job runs as its owner's account."))
+    slurm_users = models.JSONField(
+        _("user names on the cluster"), default=dict, blank=True,
+        help_text=_("Portal user name to cluster user name, where the directory's uid does not say it."))
+    slurm_models = models.JSONField(
+        _("GRES types to models"), default=dict, blank=True,
+        help_text=_('A GRES type to a catalogue model where the names differ beyond case, e.g. {"h100": "H100-SXM"}.'))
+    slurm_accounts = models.JSONField(
+        _("accounts to tenants"), default=dict, blank=True,
+        help_text=_("A Slurm account to the tenant its usage counts for; accounts not named are shown as unmapped."))
+    slurm_output_dir = models.CharField(
+        _("output directory"), max_length=500, blank=True,
+        help_text=_("Where jobs write their output, on a filesystem the portal can read too; empty: no log access."))
+    slurm_container = models.CharField(_("container runtime"), max_length=20, choices=SlurmContainer.choices,
+                                       default=SlurmContainer.NONE)
+    slurm_api_version = models.CharField(_("REST API version"), max_length=16, blank=True, editable=False)
+    slurm_version = models.CharField(_("Slurm version"), max_length=32, blank=True, editable=False)
+    slurm_synced_at = models.DateTimeField(_("inventory synced"), null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "scheduling_cluster"
@@ -163,6 +204,10 @@ class Node(TimeStampedModel):
     good_polls = models.PositiveIntegerField(_("good polls in a row"), default=0)
     last_error_time = models.FloatField(default=0, editable=False,
                                         help_text="Time of the newest agent error already processed.")
+    external_state = models.CharField(_("state on its cluster"), max_length=100, blank=True,
+                                      help_text=_("What the cluster's own scheduler says (Slurm: state and flags)."))
+    external_reason = models.TextField(_("reason on its cluster"), blank=True,
+                                       help_text=_("Why, as the cluster's own scheduler says (Slurm's node reason)."))
 
     objects = NodeQuerySet.as_manager()
 
@@ -220,6 +265,32 @@ class GPU(TimeStampedModel):
     def healthy(self) -> bool:
         """May take work: not unhealthy (a suspect GPU still runs jobs while it is watched)."""
         return self.health != Health.UNHEALTHY
+
+
+class OutsideWork(models.Model):
+    """Work the portal did not submit that holds GPUs of a node (a job submitted to Slurm directly), as the
+    cluster's last inventory sync saw it. The sync replaces a cluster's rows wholesale: a row is what holds GPUs
+    now, never history (accounting keeps that). The engine sees each as running, unpreemptible work."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="outside_work")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="outside_work")
+    external_id = models.CharField(_("job id on the cluster"), max_length=64)
+    user_name = models.CharField(_("user on the cluster"), max_length=64, blank=True)
+    account = models.CharField(_("account"), max_length=64, blank=True)
+    name = models.CharField(_("name"), max_length=200, blank=True)
+    gpu_indices = models.JSONField(_("GPU indices"), default=list)
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    time_limit_seconds = models.PositiveIntegerField(_("time limit (seconds)"), null=True, blank=True)
+    seen_at = models.DateTimeField(_("last seen"))
+
+    class Meta:
+        ordering = ["node__name", "external_id"]
+        constraints = [models.UniqueConstraint(fields=["node", "external_id"], name="outside_work_once_per_node")]
+        verbose_name = _("work outside the portal")
+        verbose_name_plural = _("work outside the portal")
+
+    def __str__(self):
+        return f"{self.cluster.name}/{self.external_id}@{self.node.name}"
 
 
 class GpuReading(models.Model):

@@ -2,7 +2,8 @@
 # Debian packages that `pip install -r requirements.txt` needs to build, installed with apt when absent
 #: python-ldap is published as source only and compiles against OpenLDAP's and Cyrus SASL's
 # headers. With --test-servers also slapd and ldap-utils, the OpenLDAP server the directory tests start
-# (tests/directory/). Run by the Makefile's venv rule and by scripts/ensure-services.sh; does nothing when
+# (tests/directory/), and Slurm with its accounting daemon (tests/slurm/). Run by the Makefile's venv rule and
+# by scripts/ensure-services.sh; does nothing when
 # everything is there, so a machine without apt (or without root) only fails when something is missing.
 set -eu
 packages=(libldap2-dev libsasl2-dev)
@@ -15,6 +16,10 @@ if [ "${1:-}" = "--test-servers" ]; then
   packages+=(slapd ldap-utils gettext)  # gettext: makemessages and msgfmt in tests/i18n
   # poppler-utils reads the review pack's PDF back in its tests; WenQuanYi Micro Hei sets its Chinese text
   packages+=(poppler-utils fonts-wqy-microhei)
+  # Slurm 22.05 for tests/slurm/: the controller, node daemons, the REST API with its JWT plugin, accounting
+  # (slurmdbd on a private MariaDB) and munge; the tests start their own daemons with their own configuration
+  packages+=(munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin slurmdbd slurm-wlm-mysql-plugin
+             mariadb-server)
 fi
 missing=()
 for package in "${packages[@]}"; do

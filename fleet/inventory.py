@@ -11,7 +11,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from fleet import occupancy
-from fleet.models import GpuReading, Health, Node, NodeReading
+from fleet.models import GpuReading, Health, Node, NodeReading, OutsideWork
 
 SPARK_MINUTES = 30
 
@@ -40,10 +40,16 @@ def node_series(node_ids, minutes: int = SPARK_MINUTES) -> dict:
 
 
 def gpu_rows(user, gpus) -> list[dict]:
+    """Each GPU with its recent readings, the portal job that holds it (as ``user`` may see it) and the work
+    outside the portal that holds it (``outside``: a GPU held by a job submitted to its cluster directly is not
+    free, whichever page lists it)."""
     gpus = list(gpus)
     series = gpu_series(g.pk for g in gpus)
     held = occupancy.holders(user, (g.pk for g in gpus))
-    return [{"gpu": g, "series": series.get(g.pk, {}), "holder": held.get(g.pk)} for g in gpus]
+    outside = {(row.node_id, index): row for row in OutsideWork.objects.filter(node__in={g.node_id for g in gpus})
+               for index in row.gpu_indices}
+    return [{"gpu": g, "series": series.get(g.pk, {}), "holder": held.get(g.pk),
+             "outside": outside.get((g.node_id, g.index))} for g in gpus]
 
 
 def inventory_tree(user, datacenter: str = "", rack: str = "") -> list[dict]:

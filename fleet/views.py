@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from fleet import services
 from fleet.agents import tokens as agent_tokens
 from fleet.inventory import gpu_rows, inventory_tree, node_series
-from fleet.models import AdminState, Node
+from fleet.models import AdminState, Node, OutsideWork
 from fleet.queries import capacity_summary, runnable_now
 from tenants import access
 
@@ -31,10 +31,19 @@ def inventory(request):
         "datacenter": datacenter, "rack": rack})
 
 
+def _outside_rows(node) -> list[OutsideWork]:
+    """The work outside the portal on the node (each GPU row it holds names it: ``inventory.gpu_rows``). Who
+    submitted it and its job id are the page's to show to platform staff only (the template asks
+    ``sees_outside_owners``)."""
+    return list(OutsideWork.objects.filter(node=node).order_by("external_id"))
+
+
 def _node_page(request, node, new_token="", reason="", reason_error="", status=200):
     """The node's page; after a refused action it keeps the reason typed and says what was wrong."""
+    gpus = gpu_rows(request.user, node.gpus.all())
     return render(request, "fleet/node_detail.html", {
-        "node": node, "gpus": gpu_rows(request.user, node.gpus.all()),
+        "node": node, "gpus": gpus, "outside_work": _outside_rows(node),
+        "sees_outside_owners": access.sees_all_tenants(request.user),
         "host": node_series([node.pk]).get(node.pk, {}), "events": node.events.select_related("actor", "gpu")[:200],
         "can_admin": access.is_platform_admin(request.user), "new_token": new_token,
         "admin_states": AdminState.choices, "reason": reason, "reason_error": reason_error,

@@ -52,6 +52,9 @@ def beat_schedule() -> dict:
         "rollup-usage": {"task": "metering.tasks.rollup_recent",
                          "schedule": float(settings.METERING["ROLLUP_INTERVAL_SECONDS"])},
         "freeze-closed-months": {"task": "metering.tasks.freeze_last_month", "schedule": 6 * 3600},
+        # Slurm clusters' own accounting (slurmdb), as often as the usage rollup: the reports read both.
+        "import-slurm-accounting": {"task": "metering.tasks.import_slurm_accounting",
+                                    "schedule": float(settings.METERING["ROLLUP_INTERVAL_SECONDS"])},
         "expire-requests": {"task": "governance.tasks.expire_requests", "schedule": 600},
         "check-idle-jobs": {"task": "governance.tasks.check_idle_jobs",
                             "schedule": float(settings.GOVERNANCE["IDLE_CHECK_INTERVAL_SECONDS"])},
@@ -62,6 +65,9 @@ def beat_schedule() -> dict:
         "reconcile": {"task": "scheduling.tasks.reconcile",
                       "schedule": float(settings.RECONCILE["INTERVAL_SECONDS"])},
         "prune-readings": {"task": "fleet.tasks.prune_readings", "schedule": 6 * 3600},
+        # Slurm clusters: nodes, their states and reasons, and the work submitted to Slurm directly.
+        "sync-slurm-inventory": {"task": "scheduling.tasks.sync_slurm_inventory",
+                                 "schedule": float(settings.SLURM["INVENTORY_SECONDS"])},
         "sync-job-status": {
             "task": "scheduling.tasks.sync_job_status",
             "schedule": _interval("SYNC_INTERVAL_SECONDS", 5),

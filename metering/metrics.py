@@ -23,6 +23,8 @@ from fleet.models import GPU, Cluster, Node
 from gpuportal.models import OperationalCounter
 from gpuportal.observability.telemetry import label_text
 from gpuportal.storage.db import percentile
+from gpuportal.text.dates import local_day, month_start
+from metering.models import ClusterAccountingDaily
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
 from scheduling.passes.fragmentation import fragmentation_now
 from tenants.models import Quota
@@ -58,6 +60,9 @@ METRICS = {
                                            "use (FGD's fragmentation measure) per cluster and GPU model."),
     "gpuportal_quota_limit_gpus": ("gauge", "GPUs a tenant may hold at most per GPU model (its quota limit, "
                                             "without temporary bursts)."),
+    "gpuportal_outside_gpu_seconds": ("gauge", "GPU-seconds held this month by work submitted to Slurm directly, "
+                                               "as slurmdb accounted it, per cluster, tenant and account (tenant "
+                                               "empty: no tenant is mapped to the account)."),
     "gpuportal_scheduling_pass_duration_seconds": ("summary", "Time spent in completed scheduling passes."),
     "gpuportal_scheduling_last_pass_duration_seconds": ("gauge", "Duration of the last completed scheduling "
                                                                  "pass."),
@@ -152,8 +157,20 @@ def samples(now=None) -> list[tuple[str, dict | str, float]]:
         labels = {"cluster": figure.cluster, "gpu_model": figure.gpu_model}
         out.append(("gpuportal_free_gpus", labels, figure.free_gpus))
         out.append(("gpuportal_fragmented_gpus", labels, figure.fragmented_gpus))
+    _outside(out, now)
     _counters(out)
     return out
+
+
+def _outside(out: list, now) -> None:
+    """The month's GPU-seconds of work submitted to Slurm directly (``ClusterAccountingDaily``, the accounting
+    import's rows): a gauge, since a re-import replaces a day's figure rather than adding to it."""
+    rows = (ClusterAccountingDaily.objects.filter(day__gte=month_start(local_day(now)), from_portal=False)
+            .values("cluster__name", "tenant__name", "account").annotate(seconds=Sum("gpu_seconds"))
+            .order_by("cluster__name", "tenant__name", "account"))
+    for row in rows:
+        labels = {"cluster": row["cluster__name"], "tenant": row["tenant__name"] or "", "account": row["account"]}
+        out.append(("gpuportal_outside_gpu_seconds", labels, round(row["seconds"] or 0.0, 3)))
 
 
 def _queue(out: list, now) -> None:

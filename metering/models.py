@@ -131,6 +131,38 @@ class JobFact(models.Model):
         return f"job {self.job_id}: {self.status}, waited {self.wait_seconds} s"
 
 
+class ClusterAccountingDaily(models.Model):
+    """What a Slurm cluster's own accounting (slurmdb) says was held on one day, per account, user, GPU model and
+    whether the portal submitted the job.
+
+    ``UsageDaily`` needs a project, a portal user and a task type, which work submitted to Slurm directly does not
+    have, so the whole cluster is kept here as Slurm counted it. Jobs the portal submitted are already counted
+    from their allocations: their rows here serve the cross-check, and only the others (``from_portal`` False)
+    add to the reports. Rebuilt per window by ``metering.usage.slurm.import_accounting`` (deleted and inserted
+    again), so importing a window twice gives the same rows."""
+
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField(_("day"))
+    account = models.CharField(_("Slurm account"), max_length=64)
+    user_name = models.CharField(_("user on the cluster"), max_length=64)
+    #: The tenant the cluster's ``slurm_accounts`` maps the account to; empty: the account is unmapped.
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    gpu_model = models.CharField(_("GPU model"), max_length=64)
+    from_portal = models.BooleanField(_("submitted by the portal"))
+    gpu_seconds = models.FloatField(_("GPU-seconds"), default=0)
+    jobs_started = models.PositiveIntegerField(_("jobs started"), default=0)
+
+    class Meta:
+        ordering = ["cluster", "day", "account", "user_name"]
+        indexes = [models.Index(fields=["cluster", "day"]), models.Index(fields=["day", "tenant"])]
+        verbose_name = _("daily Slurm accounting")
+        verbose_name_plural = _("daily Slurm accounting")
+
+    def __str__(self):
+        return (f"{self.day} {self.cluster_id} {self.account}/{self.user_name} {self.gpu_model}: "
+                f"{self.gpu_seconds:.0f} s")
+
+
 class CapacityDaily(models.Model):
     """One GPU model on one day: how many GPUs there were, how busy they were, how much was asked for."""
 

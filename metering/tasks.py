@@ -1,16 +1,24 @@
-"""Celery tasks of metering: the hourly rollup of yesterday and today, and freezing the month that closed."""
+"""Celery tasks of metering: the hourly rollup of yesterday and today, freezing the month that closed, and
+importing the Slurm clusters' own accounting."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
+from fleet.models import Cluster, ExecutorKind
 from gpuportal.text.dates import local_day
 from metering.reports import monthly as reports
 from metering.usage.rollup import rollup
+from metering.usage.slurm import import_accounting
+from scheduling.executors.slurm.client import SlurmError
 from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task
@@ -30,3 +38,20 @@ def freeze_last_month() -> list[str]:
             reports.freeze(last_month, tenant)
             frozen.append(tenant.name if tenant else "platform")
     return frozen
+
+
+@shared_task
+def import_slurm_accounting() -> list[dict]:
+    """Every Slurm cluster's accounting of the last ``SLURM["ACCOUNTING_HOURS"]`` (whole days), so records
+    slurmdb writes late are still taken in. A cluster whose slurmdb cannot be read is skipped with its reason
+    (logged and returned): the others are imported all the same, and the next run tries it again."""
+    now = timezone.now()
+    start = now - timedelta(hours=float(settings.SLURM["ACCOUNTING_HOURS"]))
+    done = []
+    for cluster in Cluster.objects.filter(executor=ExecutorKind.SLURM).exclude(slurm_url=""):
+        try:
+            done.append(import_accounting(cluster, start, now, now=now).as_dict())
+        except SlurmError as exc:
+            logger.warning("slurm accounting of %s not imported: %s", cluster.name, exc)
+            done.append({"cluster": cluster.name, "error": str(exc)})
+    return done

@@ -356,6 +356,10 @@ class Job(TimeStampedModel):
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, null=True, blank=True, related_name="jobs")
+    asked_cluster = models.ForeignKey(
+        Cluster, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        help_text="The cluster the submitter named (a batch script's --partition): every placement, a retry's and "
+                  "a requeue's too, stays on it; ``cluster`` is where the current attempt runs.")
 
     failure_category = models.CharField(_("failure category"), max_length=20, choices=FailureCategory.choices,
                                         blank=True)

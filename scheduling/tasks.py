@@ -22,6 +22,9 @@ from gpuportal.observability import telemetry
 from scheduling import lifecycle
 from scheduling.executors import ExecutorUpdate, executor_for
 from scheduling.executors.kubernetes.sync import ClusterSync, resync_all
+from scheduling.executors.slurm.client import SlurmError
+from scheduling.executors.slurm.follow import sync_all as follow_slurm_jobs
+from scheduling.executors.slurm.inventory import import_inventory
 from scheduling.models import Job, JobStatus
 from scheduling.passes.dispatch import dispatch_many
 from scheduling.passes.reconcile import reconcile as reconcile_once
@@ -97,6 +100,7 @@ def sync_job_status() -> int:
         update = executor_for(job.cluster).observe(job, now)
         if update is not None and record_update(job, update, now):
             changed += 1
+    changed += follow_slurm_jobs()  # one GET /jobs per Slurm cluster, not one request per job
     changed += advance_services()
     if changed:
         request_scheduling_pass()
@@ -138,3 +142,17 @@ def resync_kubernetes() -> int:
     if changed:
         request_scheduling_pass()
     return changed
+
+
+@shared_task
+def sync_slurm_inventory() -> dict:
+    """Read every Slurm cluster's nodes, their states and the work outside the portal again (the fleet asks for a
+    pass itself where capacity changed). A cluster that cannot be read keeps what was last read, and says why."""
+    done: dict = {}
+    for cluster in Cluster.objects.filter(executor=ExecutorKind.SLURM).exclude(slurm_url=""):
+        try:
+            done[cluster.name] = import_inventory(cluster).summary()
+        except SlurmError as exc:
+            logger.warning("inventory of Slurm cluster %s: %s", cluster.name, exc)
+            done[cluster.name] = {"error": str(exc)}
+    return done

@@ -155,6 +155,16 @@ def _job_file(path: str) -> dict:
     return {str(key).replace("-", "_"): value for key, value in data.items()}
 
 
+def _script(path: str) -> str:
+    """A batch script's text, sent as it is: the portal reads its directives (and names their lines)."""
+    try:
+        return sys.stdin.read() if path == "-" else Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else _("not UTF-8 text")
+        raise CliError(_("Cannot read the batch script %(path)s: %(error)s") % {"path": path, "error": why},
+                       ExitCode.USAGE) from None
+
+
 def _group_line(job: dict) -> list[str]:
     """Where a service replica or an array task belongs, and the command that shows the whole of it."""
     if not job.get("group"):
@@ -206,6 +216,8 @@ def submit(ctx: Context) -> int:
             body[name] = getattr(args, name)
     if args.requeue_on_preemption is not None:
         body["requeue_on_preemption"] = args.requeue_on_preemption
+    if args.sbatch:
+        body["sbatch"] = _script(args.sbatch)
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
     if args.param and not args.template:
         raise CliError(_("--param needs --template (parameters belong to a template)."), ExitCode.USAGE)

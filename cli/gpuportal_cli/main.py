@@ -54,6 +54,9 @@ def _add_jobs_commands(sub, common) -> None:
     submit = sub.add_parser("submit", parents=[common], help=_("submit a job (flags or a YAML job file)"),
                             description=_("Submit a job. Flags override the fields of --file."))
     submit.add_argument("-f", "--file", help=_("YAML job file of submit fields (- for standard input)"))
+    submit.add_argument("--sbatch", metavar="SCRIPT",
+                        help=_("a Slurm batch script: its #SBATCH directives fill the fields not given otherwise, "
+                               "its body is the command (- for standard input)"))
     for name, kind, text in commands.SUBMIT_OPTIONS:
         submit.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, help=text)
     submit.add_argument("--requeue-on-preemption", action=argparse.BooleanOptionalAction, default=None,

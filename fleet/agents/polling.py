@@ -16,7 +16,9 @@ pointed elsewhere after registration is a failed poll with the reason, never a c
 
 Nodes of the simulated cluster (no ``agent_url``) are read in-process through the agent's own code on a
 simulated device of their model's vendor (NVML for NVIDIA, amdsmi for AMD, npu-smi for Ascend…), so the demo
-exercises the same path.
+exercises the same path. A node of a Slurm cluster without an agent is not polled at all: its cluster's own
+inventory says what it holds and whether it is up, and the portal shows no readings it did not take (node agents
+stay optional there; where one runs, its readings add utilisation and XID/ECC health).
 
 Each device of a snapshot says its ``vendor`` and catalogue ``model`` (an agent from before vendors were
 reported says neither: it read NVML, so its devices are NVIDIA's, of the node's model). A model the catalogue
@@ -47,7 +49,7 @@ from django.utils.translation import gettext_noop
 from fleet import catalogue, health, occupancy, signals
 from fleet.agents import networks
 from fleet.agents import tokens as agent_tokens
-from fleet.models import GPU, AcceleratorModel, FaultKind, GpuReading, Node, NodeEvent, NodeReading
+from fleet.models import GPU, AcceleratorModel, ExecutorKind, FaultKind, GpuReading, Node, NodeEvent, NodeReading
 from fleet.vendors import DEFAULT_VENDOR, VENDORS, vendor_or_default
 from gpuportal.observability import telemetry
 from gpuportal.storage.db import update_grouped
@@ -505,7 +507,8 @@ def poll_agents(nodes=None, workers: int | None = None, timeout: float | None = 
 
 
 def _poll_cycle(nodes, workers: int | None, timeout: float | None) -> PollReport:
-    nodes = list(nodes if nodes is not None else Node.objects.prefetch_related("gpus"))
+    nodes = list(nodes if nodes is not None else Node.objects.prefetch_related("gpus").exclude(
+        cluster__executor=ExecutorKind.SLURM, agent_url=""))
     started = time.monotonic()
     results = collect(nodes, workers=workers, timeout=timeout)
     fetched = time.monotonic()

@@ -1,16 +1,63 @@
 """Nodes as every signed-in user may see them, and what an agent sends when it registers."""
 
+from __future__ import annotations
+
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.core.validators import RegexValidator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from fleet import occupancy
 from fleet.agents.networks import address_problem, agent_networks, resolve
-from fleet.models import AdminState
+from fleet.models import AdminState, OutsideWork
 from fleet.services import MAX_ADMIN_REASON
 from gpuportal.web.api import RequestSerializer, text_field
+
+
+@dataclass(frozen=True)
+class NodeHolds:
+    """Which GPUs (node id -> indices) the portal's jobs and outside work hold, read once for a whole answer."""
+
+    held: dict[int, set[int]]
+    outside: dict[int, set[int]]
+
+    @classmethod
+    def of(cls, node_ids) -> NodeHolds:
+        """Two queries whatever the number of nodes: the portal's holdings (``fleet.occupancy``), and the work
+        outside the portal on these nodes."""
+        node_ids = set(node_ids)
+        outside: dict[int, set[int]] = {}
+        for node_id, indices in OutsideWork.objects.filter(node_id__in=node_ids).values_list("node_id",
+                                                                                             "gpu_indices"):
+            outside.setdefault(node_id, set()).update(indices)
+        held = {node_id: indices for node_id, indices in occupancy.held_gpus().items() if node_id in node_ids}
+        return cls(held, outside)
+
+
+@dataclass(frozen=True)
+class _Known:
+    """The holdings an answer read, and the nodes they cover."""
+
+    holds: NodeHolds
+    nodes: frozenset[int]
+
+
+#: Where an answer keeps its holdings while its nodes and GPUs are written.
+HOLDS = "node_holds"
+
+
+def _holds(serializer, node_id: int) -> NodeHolds:
+    """The answer's holdings (a list reads them once for all its nodes), or this node's alone."""
+    known = serializer.context.get(HOLDS)
+    if known is None or node_id not in known.nodes:
+        known = _Known(NodeHolds.of([node_id]), frozenset([node_id]))
+        serializer.context[HOLDS] = known
+    return known.holds
 
 
 class GPUSerializer(serializers.Serializer):
@@ -21,6 +68,27 @@ class GPUSerializer(serializers.Serializer):
     health = serializers.CharField()
     ecc_dbe = serializers.IntegerField()
     last_xid = serializers.IntegerField(allow_null=True)
+    held = serializers.SerializerMethodField(help_text="A job of the portal holds it.")
+    held_outside = serializers.SerializerMethodField(
+        help_text="Work the portal did not submit holds it (a job submitted to the cluster's scheduler directly).")
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_held(self, gpu) -> bool:
+        return gpu.index in _holds(self, gpu.node_id).held.get(gpu.node_id, ())
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_held_outside(self, gpu) -> bool:
+        return gpu.index in _holds(self, gpu.node_id).outside.get(gpu.node_id, ())
+
+
+class NodeListSerializer(serializers.ListSerializer):
+    """A list of nodes reads who holds their GPUs once for the whole answer (no query per node or GPU)."""
+
+    def to_representation(self, data):
+        nodes = list(data.all() if hasattr(data, "all") else data)
+        ids = frozenset(node.pk for node in nodes)
+        self.context[HOLDS] = _Known(NodeHolds.of(ids), ids)
+        return super().to_representation(nodes)
 
 
 class NodeSerializer(serializers.Serializer):
@@ -39,7 +107,21 @@ class NodeSerializer(serializers.Serializer):
     cuda_version = serializers.CharField()
     agent_version = serializers.CharField()
     last_seen = serializers.DateTimeField(allow_null=True)
+    external_state = serializers.CharField(help_text="The node's state as its cluster's own scheduler says it "
+                                                     "(Slurm: e.g. drained, down+not_responding); empty elsewhere.")
+    external_reason = serializers.CharField(help_text="Why, in the cluster's scheduler's words (Slurm's reason).")
+    gpus_free = serializers.SerializerMethodField(
+        help_text="Healthy GPUs that neither a job of the portal nor work outside it holds.")
     gpus = GPUSerializer(many=True)
+
+    class Meta:
+        list_serializer_class = NodeListSerializer
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_gpus_free(self, node) -> int:
+        holds = _holds(self, node.pk)
+        taken = holds.held.get(node.pk, set()) | holds.outside.get(node.pk, set())
+        return sum(1 for gpu in node.gpus.all() if gpu.healthy and gpu.index not in taken)
 
 
 class NodeAdminStateSerializer(RequestSerializer):

@@ -57,6 +57,22 @@ RECONCILE = {
     "INTERVAL_SECONDS": env_float("GPUPORTAL_RECONCILE_INTERVAL", 60),
 }
 
+SLURM = {
+    # Lifespan of the per-user tokens the portal signs with a cluster's JWT key (kept until a minute before).
+    "TOKEN_SECONDS": env_int("GPUPORTAL_SLURM_TOKEN_SECONDS", 600),
+    "REQUEST_TIMEOUT_SECONDS": env_float("GPUPORTAL_SLURM_TIMEOUT", 10),
+    "RETRIES": env_int("GPUPORTAL_SLURM_RETRIES", 2),
+    # A dispatched job Slurm keeps pending longer than this (its node was taken meanwhile) is withdrawn and
+    # placed again by the reconciler.
+    "PENDING_SECONDS": env_float("GPUPORTAL_SLURM_PENDING_SECONDS", 120),
+    # How often nodes, their states and work outside the portal are read again (the beat).
+    "INVENTORY_SECONDS": env_float("GPUPORTAL_SLURM_INVENTORY_SECONDS", 30),
+    # How far back each accounting import reads slurmdb (finished jobs are imported once; the window only bounds
+    # how late a record may come).
+    "ACCOUNTING_HOURS": env_float("GPUPORTAL_SLURM_ACCOUNTING_HOURS", 48),
+    "LOG_TAIL_LINES": 50,
+}
+
 #: The longest max runtime a job may ask for unless the site says otherwise: 7 days, in minutes.
 DEFAULT_MAX_RUNTIME_MINUTES = 7 * 24 * 60
 #: One simulated second lasts this many real seconds (0.02 = 50x faster), so that demo jobs with runtimes of

@@ -72,6 +72,12 @@ class MonthlyReportSerializer(serializers.Serializer):
     quota_vs_use = serializers.ListField(child=serializers.DictField(), required=False)
     daily = serializers.ListField(child=serializers.DictField(), required=False,
                                  help_text="GPU-hours allocated and used per day and GPU model.")
+    slurm = serializers.ListField(
+        child=serializers.DictField(), required=False,
+        help_text="Per Slurm cluster: the portal's GPU-hours, those of work submitted to Slurm directly (per tenant "
+                  "and unmapped account) and slurmdb's own totals.")
+    outside_gpu_hours = serializers.FloatField(
+        required=False, help_text="GPU-hours of work submitted to Slurm directly (not in gpu_hours_allocated).")
 
 
 class MonthlyReportView(APIView):

@@ -147,6 +147,41 @@ class Advice(TypedDict):
     phrase: NotRequired[dict]
 
 
+class SlurmOwnerUsage(TypedDict):
+    """One tenant's GPU-hours on a Slurm cluster in the month, or one account's that no tenant is mapped to
+    (``tenant`` None, ``account`` named; a tenant's row has ``account`` None): what its portal jobs were
+    allocated, what its jobs submitted to Slurm directly held as slurmdb accounted them, and both together."""
+
+    tenant: str | None
+    account: str | None
+    portal_gpu_hours: float
+    outside_gpu_hours: float
+    total_gpu_hours: float
+    #: Jobs submitted to Slurm directly that started in the month.
+    outside_jobs: int
+
+
+class SlurmClusterUsage(TypedDict):
+    """A Slurm cluster's month as a whole: the portal's allocations on it (the rollup), the work submitted to
+    Slurm directly (slurmdb), and for the cross-check slurmdb's own figures of every job and of the portal's.
+    ``*_gpu_seconds`` are the same figures unrounded."""
+
+    cluster: str
+    portal_gpu_hours: float
+    outside_gpu_hours: float
+    #: Portal plus outside: the whole cluster.
+    total_gpu_hours: float
+    #: What slurmdb accounted for every job of the cluster, the portal's included.
+    slurmdb_gpu_hours: float
+    #: What slurmdb accounted for the jobs the portal submitted (to compare with ``portal_gpu_hours``).
+    slurmdb_portal_gpu_hours: float
+    portal_gpu_seconds: float
+    outside_gpu_seconds: float
+    slurmdb_gpu_seconds: float
+    #: Per tenant (mapped accounts together) and per unmapped account, most GPU-hours first.
+    owners: list[SlurmOwnerUsage]
+
+
 class MonthlyReportData(TypedDict):
     """Every figure of one month's report, platform-wide (``scope`` "platform", ``tenant`` None) or of one
     tenant. The keys marked NotRequired are in platform reports only."""
@@ -180,6 +215,11 @@ class MonthlyReportData(TypedDict):
     top_users: list[TopUserRow]
     quota_vs_use: list[QuotaUse]
     daily: list[DailyUsage]
+    #: The Slurm clusters with accounting in the month (a tenant's: its own accounts). Reports frozen before
+    #: Slurm accounting have neither this nor ``outside_gpu_hours``: readers take them as empty.
+    slurm: list[SlurmClusterUsage]
+    #: GPU-hours of work submitted to Slurm directly, not in ``gpu_hours_allocated`` (the portal's allocations).
+    outside_gpu_hours: float
     by_tenant: NotRequired[list[UsageRow]]
     #: The five tenants with the longest 95th percentile wait.
     longest_waiting_tenants: NotRequired[list[WaitRow]]

@@ -27,9 +27,27 @@ from gpuportal.text.dates import day_start, local_day, month_start, next_month
 from gpuportal.text.formatting import figure_text
 from gpuportal.text.phrases import Phrase
 from gpuportal.web.validation import calendar_month
-from metering.models import CapacityAction, CapacityDaily, JobFact, MonthlyReport, UsageDaily, UsageMonthly
+from metering.models import (
+    CapacityAction,
+    CapacityDaily,
+    ClusterAccountingDaily,
+    JobFact,
+    MonthlyReport,
+    UsageDaily,
+    UsageMonthly,
+)
 from metering.reports import capacity_plan, sizing
-from metering.reports.contract import Advice, CapacityPlan, MonthlyReportData, QuotaUse, TopUserRow, UsageRow, WaitRow
+from metering.reports.contract import (
+    Advice,
+    CapacityPlan,
+    MonthlyReportData,
+    QuotaUse,
+    SlurmClusterUsage,
+    SlurmOwnerUsage,
+    TopUserRow,
+    UsageRow,
+    WaitRow,
+)
 from metering.reports.sizing import ADD_COVERS_EXCESS_SHARE, is_closed, whole_nodes
 from metering.usage.rollup import rollup
 from scheduling.models import FailureCategory
@@ -163,6 +181,8 @@ def build_report(month: date, tenant: Tenant | None = None, now: datetime | None
                       allocated=Sum("allocated_gpu_seconds"), used=Sum("used_gpu_seconds"),
                   ).order_by("day", "gpu_model")],
     }
+    report["slurm"] = slurm_usage(month, following, tenant, usage)
+    report["outside_gpu_hours"] = _hours(sum(c["outside_gpu_seconds"] for c in report["slurm"]))
     if tenant is None:
         report["by_tenant"] = _grouped(usage, "tenant__name")
         report["longest_waiting_tenants"] = _wait_rows(waits, "tenant")[:5]
@@ -172,6 +192,49 @@ def build_report(month: date, tenant: Tenant | None = None, now: datetime | None
         advice = recommendations(capacity["models"], waits, submitted, capacity_plan.plan(month, now=now))
         report["recommendations"] = advice if report["closed"] else so_far(advice, month, now)
     return report
+
+
+def slurm_usage(month: date, following: date, tenant: Tenant | None, usage) -> list[SlurmClusterUsage]:
+    """Each Slurm cluster with accounting in the month: the portal's allocations on it (``usage``, already
+    scoped), the work submitted to Slurm directly per tenant and per unmapped account, and slurmdb's own
+    totals. A tenant's report sees its own rows only (unmapped accounts are nobody's)."""
+    accounting = ClusterAccountingDaily.objects.filter(day__gte=month, day__lt=following)
+    if tenant is not None:
+        accounting = accounting.filter(tenant=tenant)
+    rows = list(accounting.values("cluster__name", "tenant__name", "account", "from_portal").annotate(
+        seconds=Sum("gpu_seconds"), started=Sum("jobs_started")))
+    clusters = sorted({row["cluster__name"] for row in rows})
+    portal = {(row["cluster__name"], row["tenant__name"]): row["seconds"] or 0.0 for row in usage.filter(
+        cluster__name__in=clusters).values("cluster__name", "tenant__name").annotate(
+        seconds=Sum("allocated_gpu_seconds"))}
+    result = []
+    for cluster in clusters:
+        mine = [row for row in rows if row["cluster__name"] == cluster]
+        owners: dict[tuple[str | None, str | None], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+        for (name, tenant_name), seconds in portal.items():
+            if name == cluster:
+                owners[(tenant_name, None)][0] += seconds
+        for row in mine:
+            if not row["from_portal"]:
+                key = (row["tenant__name"], None) if row["tenant__name"] else (None, row["account"])
+                owners[key][1] += row["seconds"] or 0.0
+                owners[key][2] += row["started"] or 0
+        portal_seconds = sum(p for p, _o, _j in owners.values())
+        outside_seconds = sum(o for _p, o, _j in owners.values())
+        slurmdb_seconds = sum(row["seconds"] or 0.0 for row in mine)
+        slurmdb_portal = sum(row["seconds"] or 0.0 for row in mine if row["from_portal"])
+        owner_rows: list[SlurmOwnerUsage] = [
+            {"tenant": tenant_name, "account": account, "portal_gpu_hours": _hours(p), "outside_gpu_hours": _hours(o),
+             "total_gpu_hours": _hours(p + o), "outside_jobs": int(jobs)}
+            for (tenant_name, account), (p, o, jobs) in owners.items()]
+        owner_rows.sort(key=lambda r: (-r["total_gpu_hours"], r["tenant"] or "", r["account"] or ""))
+        result.append({"cluster": cluster, "portal_gpu_hours": _hours(portal_seconds),
+                       "outside_gpu_hours": _hours(outside_seconds),
+                       "total_gpu_hours": _hours(portal_seconds + outside_seconds),
+                       "slurmdb_gpu_hours": _hours(slurmdb_seconds), "slurmdb_portal_gpu_hours": _hours(slurmdb_portal),
+                       "portal_gpu_seconds": round(portal_seconds, 3), "outside_gpu_seconds": round(outside_seconds, 3),
+                       "slurmdb_gpu_seconds": round(slurmdb_seconds, 3), "owners": owner_rows})
+    return result
 
 
 def _project_label():

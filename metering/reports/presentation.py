@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy
 from gpuportal.text.dates import next_month
 from gpuportal.text.exports import csv_text
 from metering.models import CapacityAction
-from metering.reports.contract import Advice, MonthlyReportData
+from metering.reports.contract import Advice, MonthlyReportData, SlurmClusterUsage, SlurmOwnerUsage
 
 #: The trace types of plotly.js's basic bundle, the one the pages load (a quarter of the full bundle's 4.8 MB,
 #: so a page is ready sooner): a figure may use no other.
@@ -186,9 +186,43 @@ def report_sections(data: MonthlyReportData) -> list[Section]:
          ("share_of_guarantee", _("Share of guarantee"))], quota,
         bars(quota, "label", [("guaranteed", _("guaranteed")), ("limit", _("limit")),
                               ("average_gpus_allocated", _("average allocated"))], _("GPUs"))))
+    if data.get("slurm"):
+        sections.append(slurm_section(data["slurm"]))
     if data["scope"] == "platform":
         sections += platform_sections(data)
     return sections
+
+
+def owner_label(row: SlurmOwnerUsage) -> str:
+    """Whose GPU-hours a row of a Slurm cluster's usage are: the tenant, or the account no tenant is mapped to."""
+    if row["tenant"]:
+        return row["tenant"]
+    return _("unmapped account %(account)s") % {"account": row["account"]}
+
+
+def slurm_cluster_note(cluster: SlurmClusterUsage) -> str:
+    """slurmdb's own figures beside the report's, so a reader can check that the whole cluster is counted."""
+    return _("%(cluster)s: %(portal)s GPU-hours allocated by the portal and %(outside)s held by work submitted to "
+             "Slurm directly, %(total)s in all; slurmdb accounted %(slurmdb)s GPU-hours, %(slurmdb_portal)s of them "
+             "for jobs the portal submitted.") % {
+        "cluster": cluster["cluster"], "portal": cluster["portal_gpu_hours"], "outside": cluster["outside_gpu_hours"],
+        "total": cluster["total_gpu_hours"], "slurmdb": cluster["slurmdb_gpu_hours"],
+        "slurmdb_portal": cluster["slurmdb_portal_gpu_hours"]}
+
+
+def slurm_section(clusters: list[SlurmClusterUsage]) -> Section:
+    """The Slurm clusters as a whole: per tenant and unmapped account, the portal's GPU-hours beside those of
+    the work submitted to Slurm directly."""
+    rows = [{**owner, "cluster": cluster["cluster"], "owner": owner_label(owner)}
+            for cluster in clusters for owner in cluster["owners"]]
+    labelled = [{**row, "label": f"{row['cluster']} {row['owner']}"} for row in rows]
+    return Section("slurm", _("Slurm clusters: portal and outside work"), [
+        ("cluster", _("Cluster")), ("owner", _("Tenant or account")), ("portal_gpu_hours", _("Portal GPU-hours")),
+        ("outside_gpu_hours", _("Outside GPU-hours")), ("total_gpu_hours", _("GPU-hours in all")),
+        ("outside_jobs", _("Outside jobs started"))], rows,
+        bars(labelled, "label", [("portal_gpu_hours", _("portal")), ("outside_gpu_hours", _("outside"))],
+             _("GPU-hours")),
+        note=" ".join(slurm_cluster_note(cluster) for cluster in clusters))
 
 
 def platform_sections(data: MonthlyReportData) -> list[Section]:

@@ -24,6 +24,7 @@ from gpuportal.text.dates import day_start, next_month
 from metering.models import JobFact
 from metering.reports.contract import JobOutcomes, ModelCapacity, QuotaUse, WaitRow
 from metering.reports.monthly import LEND_WHEN_IDLE_SHARE, resource_failure_share
+from metering.reports.presentation import owner_label, slurm_cluster_note
 from metering.review.contract import Chart, Section
 from metering.review.parts import (
     ReviewContext,
@@ -90,9 +91,17 @@ def resources(ctx: ReviewContext) -> Section:
         figure("efficiency", _("Efficiency (used / allocated)"), percent(report.get("efficiency")), "%",
                percent(previous.get("efficiency"))),
     ]
+    clusters = report.get("slurm") or []
+    slurm = table("slurm", _("Slurm clusters: portal and outside work"), [
+        _("Cluster"), _("Tenant or account"), _("Portal GPU-hours"), _("Outside GPU-hours"), _("GPU-hours in all"),
+        _("Outside jobs started")], [
+        [c["cluster"], owner_label(o), o["portal_gpu_hours"], o["outside_gpu_hours"], o["total_gpu_hours"],
+         o["outside_jobs"]] for c in clusters for o in c["owners"]]) if clusters else None
+    conclusions = [*_resource_conclusions(ctx, catalogue, models, quota_rows),
+                   *(slurm_cluster_note(c) for c in clusters)]
     return group("resources", _("Resources"), _("Do resources match the work? Was the plan right?"),
-                 _resource_conclusions(ctx, catalogue, models, quota_rows), figures,
-                 [fleet, queues, quotas, peaks, by_model], [_daily_chart(ctx), _capacity_chart(ctx, models)])
+                 conclusions, figures, [fleet, queues, quotas, peaks, by_model, slurm],
+                 [_daily_chart(ctx), _capacity_chart(ctx, models)])
 
 
 def _resource_conclusions(ctx: ReviewContext, catalogue, models: list[ModelCapacity],

@@ -1,15 +1,17 @@
 from dataclasses import asdict
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from fleet.catalogue import gpu_model_catalogue
+from fleet.models import Cluster
 from gpuportal.web.api import RequestSerializer, choose_from, number_field, text_field, whole_number_field
 from gpuportal.web.serializers import CompiledRepresentationMixin
 from scheduling.engine.reasons import WaitReason
-from scheduling.jobs import progress
+from scheduling.jobs import progress, sbatch
 from scheduling.jobs.attempts import attempts_of, visible_job_ids
 from scheduling.jobs.limits import CANCEL_REASON_MAX, MAX_ID
 from scheduling.jobs.submission import SUBMIT_FIELDS, SubmitField
@@ -103,6 +105,12 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
                                      help_text="The array or service this job belongs to.")
     array_index = serializers.SerializerMethodField(help_text="Array tasks: the task's index; null otherwise.")
     template_version = serializers.IntegerField(source="template_version_id", read_only=True, allow_null=True)
+    cluster = serializers.SerializerMethodField(
+        help_text="The name of the cluster the scheduler placed the job on; null until it is placed (and again "
+                  "while a preempted or retried job waits).")
+    external_id = serializers.SerializerMethodField(
+        help_text="The job's name on its cluster: the Slurm job id (as a string) or the Kubernetes Job's name; "
+                  "null until it is dispatched, and on a simulated cluster.")
 
     class Meta:
         model = Job
@@ -114,6 +122,7 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
             "max_runtime_minutes", "status", "queue_position", "tenant_queue_position", "wait_reason",
             "estimated_start", "earliest_start", "latest_start", "failure", "exit_code", "placement", "held_by",
             "retry_count", "requeue_on_preemption", "submitted_at", "admitted_at", "started_at", "finished_at",
+            "cluster", "external_id",
         ]
         read_only_fields = fields
         extra_kwargs = {
@@ -142,6 +151,20 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
         if job.group_id not in ready:
             ready[job.group_id] = group_view(job.group).ready_replicas
         return ready[job.group_id]
+
+    def get_cluster(self, job) -> str | None:
+        if job.cluster_id is None:
+            return None
+        names = self.context.get("_cluster_names")
+        if names is None or job.cluster_id not in names:  # one query per response, not one per job
+            names = self.context["_cluster_names"] = dict(Cluster.objects.values_list("pk", "name"))
+        return names.get(job.cluster_id)
+
+    def get_external_id(self, job) -> str | None:
+        """What the cluster calls the job: the executor wrote it into ``executor_state`` when it dispatched."""
+        state = job.executor_state or {}
+        found = state.get("slurm_job_id") or state.get("object")
+        return None if found in (None, "") else str(found)
 
     def get_array_index(self, job) -> int | None:
         return job.group_index if job.kind == WorkloadKind.ARRAY else None
@@ -236,7 +259,29 @@ class JobSubmitFields(RequestSerializer):
         fields = super().get_fields()
         choose_from(fields, "task_type", TaskType.objects.values_list("code", flat=True), _("task type"))
         choose_from(fields, "gpu_model", gpu_model_catalogue(), _("GPU model"))
+        if self._scripted():  # a batch script's --gres / --gpus may give them
+            for name in ("gpu_model", "gpus_per_node"):
+                if name in fields:
+                    fields[name].required = False
         return fields
+
+    def _scripted(self) -> bool:
+        data = getattr(self, "initial_data", None)
+        return isinstance(data, dict) and isinstance(data.get("sbatch"), str) and bool(data["sbatch"].strip())
+
+    def validate(self, attrs):
+        """With a batch script, a field counts as set only when the body sends it (a default is left to the
+        script), and the script's problems and its disagreements with the body are refused here (400)."""
+        if not self._scripted():
+            return attrs
+        attrs = {name: value for name, value in attrs.items() if name in self.initial_data}
+        try:
+            scripted = sbatch.apply_script(attrs)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        if scripted is not None and scripted.conflicts:
+            raise serializers.ValidationError({name: [text] for name, text in scripted.conflicts.items()})
+        return attrs
 
 
 #: What `POST /api/jobs/` takes: built from ``submission.SUBMIT_FIELDS`` (one declaration with the submit form);

@@ -13,7 +13,7 @@ import heapq
 import math
 from collections import defaultdict
 
-from scheduling.engine.model import ANY_MODEL, WHOLE, RunningJob
+from scheduling.engine.model import ANY_MODEL, WHOLE, OutsideHold, RunningJob
 
 #: Runtime estimates are this percentile of the runtimes of finished jobs of the same class and size.
 RUNTIME_PERCENTILE = 0.9
@@ -35,9 +35,11 @@ def expected_end(job: RunningJob, now: float, use_expected: bool = True) -> floa
     return max(job.end(use_expected), now)
 
 
-def slot_heaps(capacity, running: list[RunningJob], extra_busy: dict, now: float, use_expected: bool = True):
+def slot_heaps(capacity, running: list[RunningJob], extra_busy: dict, now: float, use_expected: bool = True,
+               outside: tuple[OutsideHold, ...] = ()):
     """Per model key: a heap of the times each schedulable GPU frees. ``extra_busy`` maps (node, gpu) to a
-    time (admissions of this pass). ``"*"`` pools all models."""
+    time (admissions of this pass). ``outside``: GPUs held by work the portal did not submit, freeing at their
+    time limit (never, when none is known). ``"*"`` pools all models."""
     ends: dict[tuple[int, int], float] = {}
     for job in running:
         end = expected_end(job, now, use_expected)
@@ -45,6 +47,11 @@ def slot_heaps(capacity, running: list[RunningJob], extra_busy: dict, now: float
             for index in p.gpu_indices:
                 key = (p.node_id, index)
                 ends[key] = max(ends.get(key, now), end)
+    for hold in outside:
+        end = max(hold.end(), now)
+        for index in hold.gpu_indices:
+            key = (hold.node_id, index)
+            ends[key] = max(ends.get(key, now), end)
     ends.update({k: max(ends.get(k, now), v) for k, v in extra_busy.items()})
     heaps: dict[str, list[float]] = defaultdict(list)
     for node_id, gpus in capacity.free.items():

@@ -86,6 +86,27 @@ class RunningJob:
 
 
 @dataclass(frozen=True)
+class OutsideHold:
+    """GPUs of one node held by work the portal did not submit (a job submitted to the cluster's own scheduler
+    directly, e.g. with ``sbatch``). The engine treats it as running work it may not touch: the GPUs are taken,
+    it counts against no tenant's quota and no fair share, it is never a preemption victim, and it frees its
+    GPUs at ``started_at + time_limit`` (infinite when the cluster told no limit: the estimate then says
+    "unknown" rather than guess). It is kept apart from ``RunningJob`` so that nothing that walks the portal's
+    jobs (quotas, fair share, victims, previews by job id) can meet it by mistake. ``scheduler`` is the name the
+    wait reasons give the place it was submitted to ("Slurm"); ``external_id`` only tells holds apart."""
+
+    node_id: int
+    gpu_indices: tuple[int, ...]
+    external_id: str = ""
+    started_at: float = 0.0
+    time_limit: float = math.inf
+    scheduler: str = ""
+
+    def end(self) -> float:
+        return self.started_at + self.time_limit
+
+
+@dataclass(frozen=True)
 class WaitingJob:
     """A queued job asking for ``nodes`` x ``gpus_per_node`` GPUs (each a ``gpu_milli`` share) of one model
     (``"*"``: any model), all at once, within a ``topology`` domain."""
@@ -202,6 +223,7 @@ class Snapshot:
     tenants: tuple[TenantInfo, ...] = ()
     now: float = 0.0
     policy: Policy = field(default_factory=Policy)
+    outside: tuple[OutsideHold, ...] = ()  # GPUs held by work the portal did not submit
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ and explain every job that still waits — with its queue positions and an estim
    is not admitted in the pass that stops its victims: it waits ("preemption pending") on the GPUs held for
    it, and the next pass, once they are free, admits it.
 6. Estimates for everyone still waiting (``estimate.py``).
+
+Work the portal did not submit (``Snapshot.outside``: jobs submitted to the cluster's scheduler directly) holds
+its GPUs like running work that may not be touched: it is in no quota, no fair share and no victim set, and
+frees its GPUs at its time limit (never, when it has none). A job that waits for GPUs it holds is told so.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from scheduling.engine.model import (
     WHOLE,
     Admission,
     PassResult,
+    Placement,
     Preemption,
     RunningJob,
     Snapshot,
@@ -48,6 +53,11 @@ EPS = 1e-9
 #: Reasons for which no start can be estimated (the job is not waiting for capacity).
 NO_ESTIMATE = {WaitReason.AWAITING_APPROVAL, WaitReason.HELD, WaitReason.NEVER_FITS, WaitReason.NO_HEALTHY_NODE,
                WaitReason.NO_QUOTA, WaitReason.ARRAY_LIMIT, WaitReason.AVOIDS_ALL_NODES}
+#: Reasons that blame a lack of free GPUs: where work outside the portal holds GPUs of nodes that could hold the
+#: job, the sentence adds how many and where (``reasons.OUTSIDE_CLAUSES``), so nobody hunts for a portal job that
+#: is not there.
+OUTSIDE_TOLD = {WaitReason.INSUFFICIENT_GPUS, WaitReason.FRAGMENTED, WaitReason.GANG_UNPLACEABLE,
+                WaitReason.TOPOLOGY}
 
 
 @dataclass
@@ -141,6 +151,16 @@ class _Pass:
             self.running[job.id] = job
             self.cap.take(job.placements, job.cpu_milli, job.memory_mib)
             self._charge(job.tenant, job.gpu_model, job.quota_gpus)
+        # Work outside the portal takes its GPUs and nothing else: no quota, no fair share, never a victim.
+        self.outside_held: dict[int, set[int]] = defaultdict(set)
+        self.outside_scheduler: dict[int, str] = {}
+        for hold in snapshot.outside:
+            self.cap.take((Placement(hold.node_id, hold.gpu_indices),))
+            if hold.node_id in self.cap.nodes:
+                self.outside_held[hold.node_id].update(i for i in hold.gpu_indices
+                                                       if i in self.cap.free[hold.node_id])
+                if hold.scheduler:
+                    self.outside_scheduler.setdefault(hold.node_id, hold.scheduler)
         # for "can it ever fit": per model, the GPUs of every node (healthy or not)
         self.node_sizes: dict[str, list[int]] = defaultdict(list)
         self.node_ids: dict[str, list[int]] = defaultdict(list)  # the same nodes' ids, in the same order
@@ -298,6 +318,27 @@ class _Pass:
         fitting = sum(1 for m in models for count, group in self.cap.buckets[m].items() if count >= need
                       for _o in group)
         return WaitReason.GANG_UNPLACEABLE, stats | {"fitting_nodes": fitting}
+
+    def _outside(self, job: WaitingJob, models) -> dict:
+        """Where work outside the portal holds GPUs of nodes that could hold ``job`` (healthy, schedulable, big
+        enough, not avoided): the node where it holds the most, with its counts, and the totals when there are
+        more such nodes; empty when it holds none there. Numbers and node, model and scheduler names only: whose
+        work it is, is not the waiting job's owner's to read."""
+        need = 1 if job.fractional else job.gpus_per_node
+        held = {n: len(self.outside_held[n]) for m in models for n in self.cap.models.get(m, ())
+                if self.outside_held.get(n) and n not in job.avoid_nodes
+                and len(self.cap.nodes[n].gpu_indices) >= need}
+        if not held:
+            return {}
+        node_id = max(held, key=lambda n: (held[n], -self.cap.order[n]))
+        node = self.cap.nodes[node_id]
+        params = {"outside_held": held[node_id], "outside_node_gpus": node.total_gpus,
+                  "outside_model": node.gpu_model, "outside_node": node.name}
+        if node_id in self.outside_scheduler:
+            params["outside_scheduler"] = self.outside_scheduler[node_id]
+        if len(held) > 1:
+            params |= {"outside_total": sum(held.values()), "outside_nodes": len(held)}
+        return params
 
     # -- preemption -----------------------------------------------------------------------------------
     def _borrowing(self, tenant: str, model: str) -> bool:
@@ -459,7 +500,7 @@ class _Pass:
 
     def _make_head(self, key: str, job: WaitingJob) -> None:
         heaps = slot_heaps(self.cap, list(self.running.values()) + self.admitted, self.held_for_preemptors,
-                           self.now, use_expected=False)
+                           self.now, use_expected=False, outside=self.snap.outside)
         start, extra = shadow(heaps.get(key, []), job.slots)
         self.heads[key] = _Head(job, start, extra)
 
@@ -546,6 +587,8 @@ class _Pass:
                     pending["victim_list"] = ", ".join(f"#{v.id}" for v in victims)
                 return self.waits.append((job, WaitReason.PREEMPTION_PENDING, base | pending))
         reason, params = self._diagnose(job, models, base)
+        if reason in OUTSIDE_TOLD and self.outside_held:
+            params = params | self._outside(job, models)
         self.waits.append((job, reason, params))
         if key not in self.heads:
             self._make_head(key, job)
@@ -553,7 +596,7 @@ class _Pass:
 
     def _explain(self) -> None:
         running = list(self.running.values()) + self.admitted
-        heaps = slot_heaps(self.cap, running, self.held_for_preemptors, self.now)
+        heaps = slot_heaps(self.cap, running, self.held_for_preemptors, self.now, outside=self.snap.outside)
         qheaps = quota_heaps(self.quotas, running, self.now) if self.policy.enforce_quotas else {}
         positions: dict[str, int] = defaultdict(int)
         for position, (job, reason, params) in enumerate(self.waits, start=1):

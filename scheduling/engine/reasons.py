@@ -145,6 +145,37 @@ def _in_words(params: dict, translate) -> dict:
 NAMING = {WaitReason.PRIORITY: "blocker_id", WaitReason.PREEMPTION_PENDING: "victim_list"}
 
 
+#: A reason that blames a lack of free GPUs, with the sentence added when work the portal did not submit holds GPUs
+#: of nodes that could hold the job (the engine's ``OUTSIDE_TOLD``): by whether the cluster named its scheduler
+#: (``outside_scheduler``, e.g. "Slurm") and whether such work holds GPUs of more than one node. ``%(sentence)s``
+#: is the reason's own sentence, so that a language joins the two as it joins sentences. An added sentence rather
+#: than a code of its own: the reason (too few GPUs, scattered, no block big enough) stays true, the addition says
+#: who holds them.
+OUTSIDE_CLAUSES = {
+    (True, False): gettext_noop(
+        "%(sentence)s %(outside_held)d of the %(outside_node_gpus)d %(outside_model)s GPUs of %(outside_node)s are "
+        "held by work submitted to %(outside_scheduler)s directly, outside the portal."),
+    (True, True): gettext_noop(
+        "%(sentence)s %(outside_held)d of the %(outside_node_gpus)d %(outside_model)s GPUs of %(outside_node)s are "
+        "held by work submitted to %(outside_scheduler)s directly, outside the portal (%(outside_total)d GPUs on "
+        "%(outside_nodes)d nodes in all)."),
+    (False, False): gettext_noop(
+        "%(sentence)s %(outside_held)d of the %(outside_node_gpus)d %(outside_model)s GPUs of %(outside_node)s are "
+        "held by work outside the portal."),
+    (False, True): gettext_noop(
+        "%(sentence)s %(outside_held)d of the %(outside_node_gpus)d %(outside_model)s GPUs of %(outside_node)s are "
+        "held by work outside the portal (%(outside_total)d GPUs on %(outside_nodes)d nodes in all)."),
+}
+
+
+def _with_outside(sentence: str, params: dict, translate) -> str:
+    """``sentence`` followed by what work outside the portal holds, when the numbers say it holds some."""
+    if "outside_node" not in params:
+        return sentence
+    template = OUTSIDE_CLAUSES[("outside_scheduler" in params, "outside_total" in params)]
+    return (translate(template) if translate is not None else template) % (params | {"sentence": sentence})
+
+
 def render_reason(reason: WaitReason | str, params: dict, translate=None) -> str:
     """Fill the reason's template; ``translate`` (e.g. Django's gettext) picks the reader's language."""
     reason = WaitReason(reason)
@@ -152,7 +183,7 @@ def render_reason(reason: WaitReason | str, params: dict, translate=None) -> str
     template = OTHERS_TEMPLATES[reason] if naming and naming not in params else TEMPLATES[reason]
     if translate is not None:
         template = translate(template)
-    return template % _in_words(params, translate)
+    return _with_outside(template % _in_words(params, translate), params, translate)
 
 
 #: The reasons whose sentence names a job, an array or a person: on another tenant's row (the queue page) they
@@ -174,4 +205,4 @@ def render_reason_for_others(reason: WaitReason | str, params: dict, translate=N
     template = OTHERS_TEMPLATES.get(WaitReason(reason)) or TEMPLATES[WaitReason(reason)]
     if translate is not None:
         template = translate(template)
-    return template % _in_words(params, translate)
+    return _with_outside(template % _in_words(params, translate), params, translate)

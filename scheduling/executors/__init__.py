@@ -9,9 +9,11 @@ from scheduling.executors.base import Executor, ExecutorUpdate, LiveState
 from scheduling.executors.kubernetes import KubernetesExecutor
 from scheduling.executors.logs import LogTail, stored_tail
 from scheduling.executors.simulated.executor import SimulatedExecutor
+from scheduling.executors.slurm.executor import SlurmExecutor
 
 logger = logging.getLogger(__name__)
-EXECUTORS = {ExecutorKind.SIMULATED: SimulatedExecutor, ExecutorKind.KUBERNETES: KubernetesExecutor}
+EXECUTORS = {ExecutorKind.SIMULATED: SimulatedExecutor, ExecutorKind.KUBERNETES: KubernetesExecutor,
+             ExecutorKind.SLURM: SlurmExecutor}
 
 
 def executor_for(cluster) -> Executor:
@@ -36,4 +38,4 @@ def read_job_log(job, tail: int) -> LogTail:
 
 
 __all__ = ["EXECUTORS", "Executor", "ExecutorUpdate", "KubernetesExecutor", "LiveState", "LogTail", "SimulatedExecutor",
-           "executor_for", "read_job_log"]
+           "SlurmExecutor", "executor_for", "read_job_log"]

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
 from fleet.catalogue import gpu_model_catalogue
-from scheduling.jobs import queries, submission
+from scheduling.jobs import queries, sbatch, submission
 from scheduling.models import TaskType, Topology, WorkloadKind
 from scheduling.templates import services as job_templates
 
@@ -71,6 +71,10 @@ def _plain_form_field(spec: submission.SubmitField) -> forms.Field:
         return forms.CharField(initial=spec.default, widget=forms.NumberInput(attrs=attrs), **common)
     if spec.name == "command":
         return forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), **common)
+    if spec.name == "sbatch":  # kept as typed, blank lines and all: its line numbers are those of the messages
+        return forms.CharField(widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "code",
+                                                            "placeholder": "#!/bin/bash\n#SBATCH --gres=gpu:1"}),
+                               strip=False, **common)
     if spec.name == "image":
         return forms.CharField(widget=forms.TextInput(attrs={"placeholder": "registry.local/pytorch:2.4-cuda12"}),
                                **common)
@@ -132,6 +136,10 @@ class JobSubmitForm(forms.Form):
     def _request(self) -> dict:
         """The submission: the fields as typed, through the template's rule when the form started from one."""
         fields = {k: v for k, v in self.cleaned_data.items() if not k.startswith(PARAM_PREFIX) and k != "use_template"}
+        if (fields.get("sbatch") or "").strip():
+            # The page fills some fields in (1 GPU, a usable model...): one the person did not change is left to
+            # the batch script, so that only what they typed can disagree with it.
+            fields = {k: v for k, v in fields.items() if k not in sbatch.SCRIPT_FIELDS or not self._as_offered(k, v)}
         if self.version is None:
             return fields
         parameters = {name.removeprefix(PARAM_PREFIX): value for name, value in self.cleaned_data.items()
@@ -140,6 +148,11 @@ class JobSubmitForm(forms.Form):
             if parameter["name"] not in parameters and parameter["name"] in fields:
                 parameters[parameter["name"]] = fields[parameter["name"]]
         return job_templates.apply_template(self.version, parameters, fields)
+
+    def _as_offered(self, name: str, value) -> bool:
+        """Whether a field still holds what the page put in it (compared as text: the page offers numbers)."""
+        offered = self[name].initial
+        return str(offered if offered is not None else "").strip() == str(value if value is not None else "").strip()
 
     def submit(self, extra: dict | None = None, confirm=None):
         """Submit through the shared service; on a rule violation attach each message to its field.

@@ -30,9 +30,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
 from fleet.catalogue import GpuModelCapacity, gpu_model_catalogue
+from fleet.models import Cluster
 from gpuportal.text.phrases import Phrase
 from gpuportal.web.validation import Refusals, keyed, parse_whole_number, refuse
 from scheduling import lifecycle
+from scheduling.jobs import sbatch
 from scheduling.jobs.limits import MAX_ARRAY_TASKS, MAX_ID, MAX_REPLICAS
 from scheduling.models import Job, JobGroup, JobStatus, JobTemplateVersion, TaskType, Topology, WorkloadKind, label_of
 from scheduling.triggers import request_scheduling_pass
@@ -115,6 +117,11 @@ SUBMIT_FIELDS: tuple[SubmitField, ...] = (
                 max_length=200),
     SubmitField("array_parallelism", "int", gettext_lazy("Tasks at once"), gettext_lazy(
         "Array: the most tasks running at the same time; empty: no limit."), min_value=1, max_value=MAX_ARRAY_TASKS),
+    SubmitField("sbatch", "text", gettext_lazy("Batch script (#SBATCH)"), gettext_lazy(
+        "Optional: a Slurm batch script. Its #SBATCH directives (--job-name, --gres, --gpus, --gpus-per-node, "
+        "--nodes, --time, --cpus-per-task, --mem, --array, --partition) fill the fields left empty (the GPU model "
+        "and GPUs per node among them) and its body becomes the command; a field given a value other than the "
+        "script's is refused."), max_length=sbatch.MAX_SCRIPT),
 )
 FIELDS = {f.name: f for f in SUBMIT_FIELDS}
 
@@ -492,6 +499,7 @@ class JobRequest:
     array_parallelism: int | None = None
     asked: dict = field(default_factory=dict)
     spare_own_jobs: bool = False
+    cluster: Cluster | None = None  # the cluster a batch script's --partition names; None: the pass chooses
 
 
 def validate_job_request(user, data: Mapping) -> JobRequest:
@@ -504,6 +512,7 @@ def validate_job_request(user, data: Mapping) -> JobRequest:
     """
     refusals = Refusals()
     attempt = refusals.attempt
+    data, scripted = _with_script(refusals, data)
     project = attempt(_resolve_project, user, data)
     task_type = attempt(_task_type, data)
     models = attempt(_model_set, data) or []
@@ -540,6 +549,7 @@ def validate_job_request(user, data: Mapping) -> JobRequest:
     gpu_milli = attempt(_gpu_milli, data, gpus_per_node, node_count)
     cpu_millicores = attempt(_per_node, data, "cpus_per_node", 1000, capacity.max_cpu_milli if capacity else 0)
     memory_mib = attempt(_per_node, data, "memory_gb_per_node", 1024, capacity.max_memory_mib if capacity else 0)
+    cluster = _script_cluster(refusals, scripted, gpu_model)
     refusals.raise_any()
     return JobRequest(
         project=project, task_type=task_type, kind=kind, gpu_model=gpu_model, accept_models=accept_models,
@@ -549,7 +559,33 @@ def validate_job_request(user, data: Mapping) -> JobRequest:
         requeue_on_preemption=str(data.get("requeue_on_preemption", True)).lower() not in ("false", "0", "no"),
         template_version=template_version, replicas=replicas, port=port, indices=indices,
         array_parallelism=parallelism, asked=submitted_request(data),
-        spare_own_jobs=str(data.get("spare_own_jobs", False)).lower() in ("true", "1", "yes", "on"))
+        spare_own_jobs=str(data.get("spare_own_jobs", False)).lower() in ("true", "1", "yes", "on"),
+        cluster=cluster)
+
+
+def _with_script(refusals: Refusals, data: Mapping) -> tuple[Mapping, sbatch.ScriptRequest | None]:
+    """The submission with its batch script's directives filling the fields left empty; a field set both ways
+    to different values is refused."""
+    scripted = refusals.attempt(sbatch.apply_script, data)
+    if scripted is None:
+        return data, None
+    for name, conflict in scripted.conflicts.items():
+        refusals.attempt(refuse, name, conflict)
+    return scripted.data, scripted
+
+
+def _script_cluster(refusals: Refusals, scripted: sbatch.ScriptRequest | None, gpu_model: str) -> Cluster | None:
+    """The cluster the script's ``--partition`` names; and a refusal of a field the script set names the
+    directive it came from, so that the person knows which line of their script to change."""
+    if scripted is None:
+        return None
+    cluster = refusals.attempt(sbatch.cluster_for, scripted.script, gpu_model)
+    for name, directive in scripted.script.sources.items():
+        if name in refusals and name not in scripted.conflicts:
+            refusals.by_field[name] = [_("%(problem)s (from %(where)s)") % {"problem": message,
+                                                                             "where": directive.where()}
+                                       for message in refusals.by_field[name]]
+    return cluster
 
 
 def submitted_request(data: Mapping) -> dict:
@@ -619,5 +655,5 @@ def create_member(user, request: JobRequest, name: str, now, group=None, index: 
         accept_models=list(request.accept_models),
         group_index=index, revision=(revision or 1) if request.kind == WorkloadKind.SERVICE else None,
         template_version=request.template_version,
-        spare_own_jobs=request.spare_own_jobs,
+        spare_own_jobs=request.spare_own_jobs, asked_cluster=request.cluster,
     )

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from fleet.models import Cluster
 from scheduling import engine
 from scheduling.models import Job, JobStatus, WorkloadKind
 from scheduling.passes.snapshots import (
     _expected_runtime,
     _preemptible,
+    clusters_for,
     healthy_gpus_of,
     home_cluster,
     load_snapshots,
@@ -156,15 +158,18 @@ def new_waiting_jobs(owner_id: int, request, now, estimates: dict | None = None)
     return [waiting_job({**row, "id": -(i + 1)}, estimates, now, {}) for i in range(members)]
 
 
-def with_new_jobs(jobs: Iterable[engine.WaitingJob]) -> WorldChange:
-    """Add waiting jobs to the cluster the pass would route them to (``snapshots.home_cluster``)."""
+def with_new_jobs(jobs: Iterable[engine.WaitingJob], kind: str = WorkloadKind.BATCH, asked: str = "") -> WorldChange:
+    """Add waiting jobs to the cluster the pass would route them to: the one the submission ``asked`` for, else
+    ``snapshots.home_cluster`` among the clusters that can run its ``kind`` (``snapshots.clusters_for``)."""
     jobs = list(jobs)
+    executors = dict(Cluster.objects.values_list("name", "executor"))
 
     def change(world: World) -> World:
         healthy = healthy_gpus_of(world)
         added: dict[str, list] = {}
         for job in jobs:
-            added.setdefault(home_cluster(healthy, list(world), job.gpu_model), []).append(job)
+            names = [name for name in clusters_for(executors, kind, job.gpu_milli) if name in world]
+            added.setdefault(asked or home_cluster(healthy, names, job.gpu_model), []).append(job)
         return {name: dataclasses.replace(snapshot, waiting=(*snapshot.waiting, *added.get(name, ())))
                 if name in added else snapshot for name, snapshot in world.items()}
     return change
@@ -174,7 +179,8 @@ def own_preemptions(user, request, now=None) -> list:
     """The running jobs of ``user`` that the next pass would stop to start this submission (a validated
     ``submission.JobRequest``), oldest first; empty when it spares them or stops none."""
     now = now or timezone.now()
-    preview = next_pass(with_new_jobs(new_waiting_jobs(user.pk, request, now)), now, compare=False)
+    preview = next_pass(with_new_jobs(new_waiting_jobs(user.pk, request, now), request.kind,
+                                      request.cluster.name if request.cluster else ""), now, compare=False)
     victims = {p.victim_id for p in preview.preemptions() if p.preemptor_id < 0}
     if not victims:
         return []

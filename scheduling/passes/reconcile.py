@@ -10,6 +10,11 @@ each repair a job event with its reason, an audit record where it gives capacity
 * ``recreated``: jobs ``dispatching`` longer than ``DISPATCHING_SECONDS`` whose objects never appeared on the
   cluster (created again; a cluster that still refuses them fails the job with its message);
 * ``deleted``: cluster objects that belong to no active job, or to an attempt that is not the current one.
+
+On Slurm clusters (``scheduling/executors/slurm/follow.py``): ``withdrawn`` (jobs Slurm kept pending past
+``SLURM["PENDING_SECONDS"]``, placed again), ``cancelled`` (Slurm jobs the portal submitted for an attempt that
+is over) and ``reallocated`` (allocations moved to the GPUs Slurm gave the job). A portal job whose Slurm job
+vanished is ended by the follower at once, with slurmdb's record or "outcome unknown".
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from gpuportal.text.phrases import Phrase
 from scheduling import lifecycle
 from scheduling.executors import KubernetesExecutor
 from scheduling.executors.kubernetes import manifests
+from scheduling.executors.slurm.follow import reconcile_cluster as reconcile_slurm
 from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobEvent, JobStatus
 from scheduling.passes.dispatch import dispatch_many, fail_dispatch
 
@@ -59,7 +65,8 @@ class ReconcileReport:
 
     def as_dict(self) -> dict:
         return {"repairs": [asdict(r) for r in self.repairs], "errors": self.errors,
-                "counts": {kind: self.count(kind) for kind in ("released", "redispatched", "recreated", "deleted")},
+                "counts": {kind: self.count(kind) for kind in ("released", "redispatched", "recreated", "deleted",
+                                                               "withdrawn", "cancelled", "reallocated")},
                 "seconds": round(self.seconds, 3)}
 
 
@@ -177,6 +184,13 @@ def reconcile(now: datetime | None = None) -> ReconcileReport:
             delete_orphan_objects(cluster, executor, now, report)
         except Exception as exc:  # one unreachable cluster must not stop the others
             logger.exception("reconciling cluster %s failed", cluster.name)
+            report.errors.append(f"{cluster.name}: {exc}")
+    for cluster in Cluster.objects.filter(executor=ExecutorKind.SLURM):
+        try:
+            repairs = reconcile_slurm(cluster, now)
+            report.repairs += [Repair(r.kind, r.job, r.detail, cluster.name) for r in repairs]
+        except Exception as exc:  # one unreachable cluster must not stop the others
+            logger.exception("reconciling Slurm cluster %s failed", cluster.name)
             report.errors.append(f"{cluster.name}: {exc}")
     for repair in report.repairs:
         telemetry.increment("gpuportal_reconcile_repairs_total", kind=repair.kind)

@@ -1,7 +1,8 @@
 """The world as the scheduling engine sees it: plain snapshots built from the database, one per cluster.
 
 Quotas come from the one effective-quota rule (``tenants.quotas``: limit + active bursts); running jobs carry
-their real placements; waiting jobs are routed to a cluster. Nothing here decides anything.
+their real placements; waiting jobs are routed to a cluster; work the portal did not submit (``fleet.OutsideWork``,
+kept by the cluster's inventory sync) holds its GPUs in its cluster's snapshot. Nothing here decides anything.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from fleet.models import Cluster, Node
+from fleet.models import Cluster, ExecutorKind, Node, OutsideWork
 from scheduling import engine
 from scheduling.engine.estimate import runtime_from_history
 from scheduling.models import (
@@ -118,6 +119,27 @@ def running_jobs(now, estimates: dict | None = None) -> tuple[engine.RunningJob,
     return tuple(running)
 
 
+#: The name a wait reason gives the scheduler that work outside the portal was submitted to, by executor (a name,
+#: not a word: it reads the same in every language). A kind not listed has none: the reason says "outside the
+#: portal" only.
+SCHEDULER_NAMES = {ExecutorKind.SLURM: "Slurm", ExecutorKind.KUBERNETES: "Kubernetes"}
+
+
+def outside_holds(now) -> dict[int, tuple[engine.OutsideHold, ...]]:
+    """The GPUs work the portal did not submit holds, by cluster id, in one query. A hold frees its GPUs at its
+    start plus its time limit; without either the end is unknown (infinite), so no estimate counts on it."""
+    holds: dict[int, list[engine.OutsideHold]] = defaultdict(list)
+    for cluster_id, executor, node_id, external_id, indices, started, limit in OutsideWork.objects.values_list(
+            "cluster_id", "cluster__executor", "node_id", "external_id", "gpu_indices", "started_at",
+            "time_limit_seconds"):
+        known = started is not None and limit is not None
+        holds[cluster_id].append(engine.OutsideHold(
+            node_id=node_id, gpu_indices=tuple(sorted(int(i) for i in indices or ())), external_id=external_id,
+            started_at=(started or now).timestamp(), time_limit=float(limit) if known else math.inf,
+            scheduler=SCHEDULER_NAMES.get(executor, "")))
+    return {cluster_id: tuple(found) for cluster_id, found in holds.items()}
+
+
 def avoided_nodes(state: dict | None, now, schedulable: dict[int, bool]) -> tuple[int, ...]:
     """The nodes a waiting job still avoids (``executor_state``'s ``avoid_nodes``, written by the retry rule,
     ``lifecycle.fail_or_retry``). An avoidance older than ``SCHEDULER["AVOID_NODE_HOURS"]`` ends once its node
@@ -134,6 +156,20 @@ def avoided_nodes(state: dict | None, now, schedulable: dict[int, bool]) -> tupl
             continue
         kept.append(node_id)
     return tuple(kept)
+
+
+#: Executors that run batch work on whole GPUs only (Slurm, docs/slurm.md): notebooks, services and GPU shares are
+#: never routed to their clusters.
+BATCH_ONLY_EXECUTORS = frozenset({ExecutorKind.SLURM})
+
+
+def clusters_for(executors: dict[str, str], kind: str, gpu_milli: int) -> list[str]:
+    """The clusters (``executors``: name -> executor kind) whose executor can run a job of ``kind`` with
+    ``gpu_milli`` of each GPU: the pass routes a waiting job only to these, and the preview routes a new one the
+    same way."""
+    if kind in LONG_RUNNING_KINDS or gpu_milli < 1000:
+        return [name for name, executor in executors.items() if executor not in BATCH_ONLY_EXECUTORS]
+    return list(executors)
 
 
 def home_cluster(healthy_gpus: dict[tuple[str, str], int], cluster_names, gpu_model: str) -> str:
@@ -153,20 +189,22 @@ def healthy_gpus_of(snapshots: dict[str, engine.Snapshot]) -> dict[tuple[str, st
 
 
 def _waiting_by_cluster(clusters, nodes, estimates, now) -> dict[str, list[engine.WaitingJob]]:
-    """Waiting jobs by the cluster they belong to: the one they name, else the one with the most healthy
-    GPUs of their model."""
+    """Waiting jobs by the cluster they belong to: the one they name (placed there, or asked for at submission),
+    else the one with the most healthy GPUs of their model."""
     schedulable = {node.id: node.schedulable for node in nodes}
     healthy_gpus: dict[tuple[str, str], int] = defaultdict(int)
     for node in nodes:
         if node.schedulable:
             healthy_gpus[(node.cluster.name, node.gpu_model)] += sum(1 for g in node.gpus.all() if g.healthy)
     by_cluster: dict[str, list] = defaultdict(list)
+    executors = {c.name: c.executor for c in clusters}
     for j in Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.PENDING)).values(
             "id", "tenant__name", "gpu_model", "gpus_per_node", "node_count", "priority", "task_type__code",
             "task_type__preemptible", "submitted_at", "gpu_milli", "cpu_milli", "memory_mib", "topology",
             "max_runtime_minutes", "held_by", "status", "cluster__name", "executor_state", "spare_own_jobs", "kind",
-            "group_id", "group__name", "group__parallelism", "accept_models", "owner_id"):
-        home = j["cluster__name"] or home_cluster(healthy_gpus, [c.name for c in clusters], j["gpu_model"])
+            "group_id", "group__name", "group__parallelism", "accept_models", "owner_id", "asked_cluster__name"):
+        home = j["cluster__name"] or j["asked_cluster__name"] or home_cluster(
+            healthy_gpus, clusters_for(executors, j["kind"], j["gpu_milli"]), j["gpu_model"])
         by_cluster[home].append(waiting_job(j, estimates, now, schedulable))
     return by_cluster
 
@@ -209,6 +247,7 @@ def load_snapshots(now=None):
                          for r in Reservation.objects.filter(end__gt=now).select_related("tenant"))
 
     by_cluster = _waiting_by_cluster(clusters, nodes, estimates, now)
+    outside = outside_holds(now)
     snapshots = {}
     for cluster in clusters:
         policy = policy_for(cluster)
@@ -216,7 +255,8 @@ def load_snapshots(now=None):
             nodes=tuple(_node_snapshot(n) for n in nodes if n.cluster_id == cluster.pk),
             running=running, waiting=tuple(by_cluster.get(cluster.name, ())), quotas=quotas,
             departments=department_quotas, reservations=reservations, tenants=tenants,
-            usage=usage_history(now, policy.half_life_seconds), now=now.timestamp(), policy=policy)
+            usage=usage_history(now, policy.half_life_seconds), now=now.timestamp(), policy=policy,
+            outside=outside.get(cluster.pk, ()))
     return snapshots, node_by_id, gpu_by_key
 
 

@@ -24,7 +24,9 @@ from django.utils import timezone
 
 from fleet.models import GPU, Cluster
 from gpuportal.observability import telemetry
+from gpuportal.text.dates import local_day
 from metering.metrics import EXPORTED_NAME, METRICS, family_of
+from metering.models import ClusterAccountingDaily
 from nodeagent import metrics as agent_metrics
 from nodeagent.agent import Agent
 from nodeagent.backends import make_backend
@@ -120,6 +122,8 @@ def observed_world(world):
     telemetry.increment("gpuportal_agent_poll_failures_total", 2)
     telemetry.increment("gpuportal_reconcile_repairs_total", kind="released")
     telemetry.increment("gpuportal_enqueue_failures_total", task="dispatch_jobs")
+    ClusterAccountingDaily.objects.create(cluster=sim, day=local_day(now), account="nlp", user_name="nobody",
+                                          gpu_model="A100", from_portal=False, gpu_seconds=7200, jobs_started=1)
     return world
 
 

@@ -61,7 +61,8 @@ LATIN_WORDS = {
     "pod", "iana", "ascii", "nul", "hami", "oomkilled", "yyyy", "english", "readme", "cookie", "webhook", "post",
     "usd", "eur", "cny", "ldap", "tls", "oidc", "pkce", "jupyter", "pytorch", "deepspeed", "vllm", "torchrun",
     "ddp", "zero", "python", "openai", "nvidia", "amd", "nvlink", "pcie", "hccs", "xgmi", "mlu", "dcu", "npu",
-    "xlsx", "png", "jpeg", "pip", "rank",
+    "xlsx", "png", "jpeg", "pip", "rank", "slurm", "gres", "jwt", "sbatch", "slurmdb", "slurmrestd", "apptainer",
+    "pyxis", "enroot",
 }
 
 #: A one-pixel PNG: the screenshot of the pilot's note.

@@ -20,6 +20,7 @@ def slurm():
 
 @pytest.fixture
 def slurm_clean(slurm):
-    """The cluster, with every job cancelled after the test (so the next one finds every GPU free)."""
+    """The cluster, with every job cancelled and every node resumed and idle after the test (so the next one finds
+    every GPU free, whatever this one drained)."""
     yield slurm
-    slurm.cancel_all()
+    slurm.reset()

@@ -144,7 +144,8 @@ class SlurmCluster:
             "SlurmctldTimeout=30", "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=2", "Waittime=0",
             "AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=127.0.0.1",
             f"AccountingStoragePort={self.dbd_port}", f"AccountingStoragePass={self.root}/munge/munge.socket",
-            "AccountingStorageTRES=gres/gpu", "JobAcctGatherType=jobacct_gather/none", "JobCompType=jobcomp/none",
+            "AccountingStorageTRES=gres/gpu", "AccountingStoreFlags=job_comment",
+            "JobAcctGatherType=jobacct_gather/none", "JobCompType=jobcomp/none",
             *node_lines, f"PartitionName=gpu Nodes={names} Default=YES MaxTime=INFINITE State=UP", ""]))
         (etc / "gres.conf").write_text("AutoDetect=off\n" + "\n".join(gres_lines) + "\n")
 
@@ -215,6 +216,13 @@ class SlurmCluster:
     def cancel_all(self) -> None:
         self._run(["scancel", "--full", "--quiet", "--state=PENDING"], check=False)
         self._run(["scancel", "--full", "--quiet"], check=False)
+
+    def reset(self) -> None:
+        """Back to a fresh cluster's state for the next test: no job, every node resumed and idle."""
+        self.cancel_all()
+        for name, *_rest in NODES:
+            self._run(["scontrol", "update", f"nodename={name}", "state=resume"], check=False)
+        self._wait(self._nodes_idle, "every node to be idle again", seconds=30)
 
     def _nodes_idle(self) -> bool:
         out = self._run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False).stdout.split()

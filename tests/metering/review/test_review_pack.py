@@ -312,7 +312,7 @@ def test_bounded_queries_whatever_the_jobs(two_months, django_assert_max_num_que
                 category=FailureCategory.OUT_OF_MEMORY if number % 4 == 0 else "")
     rollup(month, month + timedelta(days=27), force=True)
     assert JobFact.objects.count() > 45
-    with django_assert_max_num_queries(90):
+    with django_assert_max_num_queries(92):  # two reports (the month and the one before), a few queries each
         build_review(month)
 
 

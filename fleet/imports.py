@@ -54,9 +54,9 @@ MAX_UUID = 64
 DRAINED = gettext_noop("%(scheduler)s drains the node: %(reason)s")
 DRAINED_NO_REASON = gettext_noop("%(scheduler)s drains the node (it gave no reason).")
 RESUMED = gettext_noop("%(scheduler)s returned the node to service.")
-DOWN = gettext_noop("%(scheduler)s reports the node %(state)s: %(reason)s")
-DOWN_NO_REASON = gettext_noop("%(scheduler)s reports the node %(state)s (it gave no reason).")
-UP = gettext_noop("%(scheduler)s reports the node up again (%(state)s).")
+DOWN = gettext_noop("%(scheduler)s says the node is %(state)s: %(reason)s")
+DOWN_NO_REASON = gettext_noop("%(scheduler)s says the node is %(state)s (it gave no reason).")
+UP = gettext_noop("%(scheduler)s says the node is up again (%(state)s).")
 GONE = gettext_noop("%(scheduler)s no longer lists this node.")
 JOB_NOTE = gettext_noop("Node %(node)s is being drained in %(scheduler)s: %(reason)s. This job runs on to its end "
                         "(it is not requeued); no new job is placed on the node.")

@@ -145,7 +145,8 @@ class ClusterAccountingDaily(models.Model):
     day = models.DateField(_("day"))
     account = models.CharField(_("Slurm account"), max_length=64)
     user_name = models.CharField(_("user on the cluster"), max_length=64)
-    #: The tenant the cluster's ``slurm_accounts`` maps the account to; empty: the account is unmapped.
+    #: A portal job's tenant; for other work the tenant the cluster's ``slurm_accounts`` maps the account to;
+    #: empty: the account is unmapped.
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     gpu_model = models.CharField(_("GPU model"), max_length=64)
     from_portal = models.BooleanField(_("submitted by the portal"))

@@ -169,11 +169,13 @@ class SlurmClusterUsage(TypedDict):
     cluster: str
     portal_gpu_hours: float
     outside_gpu_hours: float
-    #: Portal plus outside: the whole cluster.
+    #: Portal plus outside: the whole cluster (a tenant's report: the tenant's share of it).
     total_gpu_hours: float
-    #: What slurmdb accounted for every job of the cluster, the portal's included.
+    #: What slurmdb accounted for every job of the cluster, the portal's included (a tenant's report: the same jobs
+    #: as ``total_gpu_hours``, the tenant's portal jobs and its accounts' direct work).
     slurmdb_gpu_hours: float
-    #: What slurmdb accounted for the jobs the portal submitted (to compare with ``portal_gpu_hours``).
+    #: What slurmdb accounted for the jobs the portal submitted (to compare with ``portal_gpu_hours``, in the same
+    #: scope).
     slurmdb_portal_gpu_hours: float
     portal_gpu_seconds: float
     outside_gpu_seconds: float

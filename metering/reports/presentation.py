@@ -187,7 +187,7 @@ def report_sections(data: MonthlyReportData) -> list[Section]:
         bars(quota, "label", [("guaranteed", _("guaranteed")), ("limit", _("limit")),
                               ("average_gpus_allocated", _("average allocated"))], _("GPUs"))))
     if data.get("slurm"):
-        sections.append(slurm_section(data["slurm"]))
+        sections.append(slurm_section(data["slurm"], data["tenant"] if data["scope"] == "tenant" else None))
     if data["scope"] == "platform":
         sections += platform_sections(data)
     return sections
@@ -200,19 +200,26 @@ def owner_label(row: SlurmOwnerUsage) -> str:
     return _("unmapped account %(account)s") % {"account": row["account"]}
 
 
-def slurm_cluster_note(cluster: SlurmClusterUsage) -> str:
-    """slurmdb's own figures beside the report's, so a reader can check that the whole cluster is counted."""
+def slurm_cluster_note(cluster: SlurmClusterUsage, tenant: str | None = None) -> str:
+    """slurmdb's own figures beside the report's, so a reader can check that the whole cluster is counted. A
+    tenant's report (``tenant``) holds the tenant's share on both sides: its portal jobs and the work its
+    accounts submitted directly, which the note says, so that slurmdb's figure is not read as the cluster's."""
+    values = {"cluster": cluster["cluster"], "portal": cluster["portal_gpu_hours"],
+              "outside": cluster["outside_gpu_hours"], "total": cluster["total_gpu_hours"],
+              "slurmdb": cluster["slurmdb_gpu_hours"], "slurmdb_portal": cluster["slurmdb_portal_gpu_hours"]}
+    if tenant:
+        return _("%(cluster)s, tenant %(tenant)s only: %(portal)s GPU-hours allocated by the portal to the tenant's "
+                 "jobs and %(outside)s held by work its Slurm accounts submitted directly, %(total)s in all; "
+                 "slurmdb accounted %(slurmdb)s GPU-hours for the same jobs, %(slurmdb_portal)s of them for jobs "
+                 "the portal submitted.") % {**values, "tenant": tenant}
     return _("%(cluster)s: %(portal)s GPU-hours allocated by the portal and %(outside)s held by work submitted to "
              "Slurm directly, %(total)s in all; slurmdb accounted %(slurmdb)s GPU-hours, %(slurmdb_portal)s of them "
-             "for jobs the portal submitted.") % {
-        "cluster": cluster["cluster"], "portal": cluster["portal_gpu_hours"], "outside": cluster["outside_gpu_hours"],
-        "total": cluster["total_gpu_hours"], "slurmdb": cluster["slurmdb_gpu_hours"],
-        "slurmdb_portal": cluster["slurmdb_portal_gpu_hours"]}
+             "for jobs the portal submitted.") % values
 
 
-def slurm_section(clusters: list[SlurmClusterUsage]) -> Section:
-    """The Slurm clusters as a whole: per tenant and unmapped account, the portal's GPU-hours beside those of
-    the work submitted to Slurm directly."""
+def slurm_section(clusters: list[SlurmClusterUsage], tenant: str | None = None) -> Section:
+    """The Slurm clusters as a whole (a tenant's report: the tenant's share): per tenant and unmapped account,
+    the portal's GPU-hours beside those of the work submitted to Slurm directly."""
     rows = [{**owner, "cluster": cluster["cluster"], "owner": owner_label(owner)}
             for cluster in clusters for owner in cluster["owners"]]
     labelled = [{**row, "label": f"{row['cluster']} {row['owner']}"} for row in rows]
@@ -222,7 +229,7 @@ def slurm_section(clusters: list[SlurmClusterUsage]) -> Section:
         ("outside_jobs", _("Outside jobs started"))], rows,
         bars(labelled, "label", [("portal_gpu_hours", _("portal")), ("outside_gpu_hours", _("outside"))],
              _("GPU-hours")),
-        note=" ".join(slurm_cluster_note(cluster) for cluster in clusters))
+        note=" ".join(slurm_cluster_note(cluster, tenant) for cluster in clusters))
 
 
 def platform_sections(data: MonthlyReportData) -> list[Section]:

@@ -98,7 +98,7 @@ def resources(ctx: ReviewContext) -> Section:
         [c["cluster"], owner_label(o), o["portal_gpu_hours"], o["outside_gpu_hours"], o["total_gpu_hours"],
          o["outside_jobs"]] for c in clusters for o in c["owners"]]) if clusters else None
     conclusions = [*_resource_conclusions(ctx, catalogue, models, quota_rows),
-                   *(slurm_cluster_note(c) for c in clusters)]
+                   *(slurm_cluster_note(c, None if ctx.platform else ctx.tenant.name) for c in clusters)]
     return group("resources", _("Resources"), _("Do resources match the work? Was the plan right?"),
                  conclusions, figures, [fleet, queues, quotas, peaks, by_model, slurm],
                  [_daily_chart(ctx), _capacity_chart(ctx, models)])

@@ -36,7 +36,7 @@ from fleet.catalogue import gpu_model_catalogue
 from fleet.models import GpuReading, NodeReading
 from gpuportal.storage.db import bulk_insert
 from gpuportal.text.dates import day_start, local_day, month_start, next_month
-from metering.models import CapacityDaily, GpuPrice, JobFact, UsageDaily, UsageMonthly
+from metering.models import CapacityDaily, ClusterAccountingDaily, GpuPrice, JobFact, UsageDaily, UsageMonthly
 from scheduling.models import Job, JobAllocation, JobEvent, JobStatus
 
 #: Key of the PostgreSQL advisory lock that serialises rollups ("GPUROLL").
@@ -278,6 +278,11 @@ def _rebuild_capacity(start, end, t0, t1, daily, intervals) -> int:
         totals = per_model[(row.day, row.gpu_model)]
         totals[0] += row.allocated_gpu_seconds
         totals[1] += row.used_gpu_seconds
+    # GPUs that work submitted to a Slurm cluster directly held were not idle: slurmdb's figures (imported by
+    # ``usage.slurm``) count as allocated capacity, so idle GPU-hours and the capacity advice stay true
+    for day, model, seconds in (ClusterAccountingDaily.objects.filter(day__gte=start, day__lte=end, from_portal=False)
+                                .values_list("day", "gpu_model").annotate(Sum("gpu_seconds"))):
+        per_model[(day, model)][0] += seconds
     peaks = _peaks(intervals)
     host = _host_counters(t0, t1)
     rows = []

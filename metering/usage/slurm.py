@@ -10,8 +10,10 @@ with the allocations.
 How GPU-seconds are attributed: a job holds its allocated ``gres/gpu`` count from its start for its elapsed
 time (slurmdb's own figure; a running job until now), cut at the portal's local midnights. The GPU model is
 its nodes' model in the fleet (where they agree), else its GRES type as the inventory maps it (the cluster's
-``slurm_models``, else the catalogue's model of that name in any case). The account's tenant is the cluster's
-``slurm_accounts`` entry; an account not named there is kept without a tenant and shown as unmapped.
+``slurm_models``, else the catalogue's model of that name in any case). A job the portal submitted belongs to
+its portal job's tenant (as its allocations do, so a tenant's report compares like with like); any other job to
+the cluster's ``slurm_accounts`` entry of its account; an account not named there is kept without a tenant and
+shown as unmapped.
 
 Idempotent: the window is widened to whole local days, every job slurmdb says overlaps it is read, and the
 rows of those days are replaced in one transaction. A job is counted in ``jobs_started`` on the day it
@@ -35,10 +37,13 @@ from metering.models import ClusterAccountingDaily
 from metering.usage.rollup import split_by_day
 from scheduling.executors.slurm.client import SlurmClient
 from scheduling.executors.slurm.inventory import model_for
-from scheduling.executors.slurm.script import portal_job_of
 from scheduling.executors.slurm.shapes import AccountedJob
-from scheduling.models import Job, JobEvent
+from scheduling.models import Job, JobEvent, JobStatus
 from tenants.models import Tenant
+
+#: How far slurmctld's clock may run ahead of the portal's: a dispatch event is looked for from this long before
+#: the earliest submit time slurmdb gives (Slurm ids are reused after a reset, so the search is bounded).
+SUBMIT_CLOCK_SLACK = timedelta(hours=1)
 
 
 @dataclass
@@ -73,20 +78,35 @@ class _Key:
     user_name: str
     gpu_model: str
     from_portal: bool
+    #: The tenant of the portal job a Slurm job ran for (None: none in the portal's records).
+    portal_tenant_id: int | None = None
 
 
-def portal_job_ids(cluster: Cluster, jobs: list[AccountedJob]) -> set[int]:
-    """The Slurm job ids among ``jobs`` that the portal submitted, by its own records: the Slurm id the
-    dispatch stored on the job (its current attempt) or in an event (earlier attempts). slurmdb keeps a job's
-    comment only where the cluster sets ``AccountingStoreFlags=job_comment``, so the comment alone cannot say."""
-    ids = [str(job.job_id) for job in jobs]
+def portal_jobs(cluster: Cluster, jobs: list[AccountedJob]) -> dict[int, int | None]:
+    """The Slurm job ids among ``jobs`` that the portal submitted, each with its portal job's tenant, by the
+    portal's own records whatever became of the job since. slurmdb keeps a job's comment only where the cluster
+    sets ``AccountingStoreFlags=job_comment``, so the comment alone cannot say; and anyone can write a comment, so
+    only these records name the tenant.
+
+    The durable record is the dispatch event: every dispatch stores the cluster's name and the Slurm id in it.
+    A preempted, retried or withdrawn job is requeued with no cluster and an empty executor state, and may run
+    on another cluster next, so neither the job's current cluster nor its state can be joined on: the earlier
+    attempts' ids would be missed and their GPU time counted again as work submitted directly. Other events
+    naming a Slurm id are not read: they do not say which cluster, and the same id on another cluster is
+    another job. The job's own state still names its current attempt's id."""
+    ids = sorted({str(job.job_id) for job in jobs})
     if not ids:
-        return set()
-    found = set(Job.objects.filter(cluster=cluster, executor_state__slurm_job_id__in=ids)
-                .values_list("executor_state__slurm_job_id", flat=True))
-    found |= set(JobEvent.objects.filter(job__cluster=cluster, data__slurm_job_id__in=[*ids, *map(int, ids)])
-                 .values_list("data__slurm_job_id", flat=True))
-    return {int(value) for value in found if str(value).isdigit()}
+        return {}
+    keys = [*ids, *map(int, ids)]  # an id stored as a number is the same id
+    found = list(Job.objects.filter(cluster=cluster, executor_state__slurm_job_id__in=ids)
+                 .values_list("executor_state__slurm_job_id", "tenant_id"))
+    events = JobEvent.objects.filter(to_status=JobStatus.DISPATCHING, data__cluster=cluster.name,
+                                     data__slurm_job_id__in=keys)
+    submitted = [job.submit_time for job in jobs if job.submit_time is not None]
+    if len(submitted) == len(jobs):  # a dispatch event follows its submit: older events name other jobs
+        events = events.filter(at__gte=min(submitted) - SUBMIT_CLOCK_SLACK)
+    found += events.values_list("data__slurm_job_id", "job__tenant_id")
+    return {int(value): tenant for value, tenant in found if str(value).isdigit()}
 
 
 class ModelMap:
@@ -120,21 +140,24 @@ def held_interval(job: AccountedJob, now: datetime) -> tuple[datetime, datetime]
 
 
 def daily_pieces(jobs: Iterable[AccountedJob], t0: datetime, t1: datetime, now: datetime, model_of,
-                 portal_ids: set[int] = frozenset()) -> dict[_Key, list[float]]:
+                 portal: dict[int, int | None] | None = None) -> dict[_Key, list[float]]:
     """GPU-seconds and jobs started per day and key, of the parts of ``jobs`` inside ``[t0, t1)``. A job is the
-    portal's when its comment carries the portal's tag or its id is one the portal dispatched."""
+    portal's when ``portal`` (``portal_jobs``: the portal's own records) has its id, with the tenant it ran for;
+    its comment alone does not make it so (``scheduling.executors.slurm.ownership`` says why)."""
+    portal = portal or {}
     totals: dict[_Key, list[float]] = defaultdict(lambda: [0.0, 0])
     for job in jobs:
         interval = held_interval(job, now)
         if interval is None:
             continue
         start, end = max(interval[0], t0), min(interval[1], t1)
-        model, portal = model_of(job), portal_job_of(job.comment) is not None or job.job_id in portal_ids
+        model, tenant = model_of(job), portal.get(job.job_id)
+        mine = job.job_id in portal  # a comment alone proves nothing: anyone may write the portal's tag
         started = t0 <= interval[0] < t1
         if started:  # counted on its first day even when it ended within the second it started
-            totals[_Key(local_day(interval[0]), job.account, job.user, model, portal)][1] += 1
+            totals[_Key(local_day(interval[0]), job.account, job.user, model, mine, tenant)][1] += 1
         for day, piece_start, piece_end in split_by_day(start, end):
-            totals[_Key(day, job.account, job.user, model, portal)][0] += job.gpus * (
+            totals[_Key(day, job.account, job.user, model, mine, tenant)][0] += job.gpus * (
                 piece_end - piece_start).total_seconds()
     return totals
 
@@ -158,12 +181,12 @@ def import_accounting(cluster: Cluster, start: datetime, end: datetime, now: dat
     if jobs is None:
         jobs = SlurmClient(cluster).db_jobs(t0, min(t1, now))
     models = ModelMap(cluster)
-    totals = daily_pieces(jobs, t0, t1, now, models.of, portal_job_ids(cluster, jobs))
-    tenants = tenants_of(cluster)
+    totals = daily_pieces(jobs, t0, t1, now, models.of, portal_jobs(cluster, jobs))
+    tenants = {account: tenant.pk for account, tenant in tenants_of(cluster).items()}
     result = AccountingImport(cluster.name, first_day, last_day, jobs_read=len(jobs))
     result.jobs_counted = sum(1 for job in jobs if _inside(held_interval(job, now), t0, t1))
     rows = [ClusterAccountingDaily(cluster=cluster, day=key.day, account=key.account, user_name=key.user_name,
-                                   tenant=tenants.get(key.account), gpu_model=key.gpu_model,
+                                   tenant_id=key.portal_tenant_id or tenants.get(key.account), gpu_model=key.gpu_model,
                                    from_portal=key.from_portal, gpu_seconds=seconds, jobs_started=int(started))
             for key, (seconds, started) in sorted(totals.items(), key=lambda item: _sort_key(item[0]))]
     with transaction.atomic():
@@ -175,7 +198,7 @@ def import_accounting(cluster: Cluster, start: datetime, end: datetime, now: dat
             result.portal_gpu_seconds += row.gpu_seconds
         else:
             result.outside_gpu_seconds += row.gpu_seconds
-    result.unmapped_accounts = sorted({row.account for row in rows if row.tenant is None})
+    result.unmapped_accounts = sorted({row.account for row in rows if row.tenant_id is None})
     return result
 
 
@@ -184,4 +207,4 @@ def _inside(interval: tuple[datetime, datetime] | None, t0: datetime, t1: dateti
 
 
 def _sort_key(key: _Key) -> tuple:
-    return key.day, key.account, key.user_name, key.gpu_model, key.from_portal
+    return key.day, key.account, key.user_name, key.gpu_model, key.from_portal, key.portal_tenant_id or 0

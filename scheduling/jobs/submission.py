@@ -118,10 +118,9 @@ SUBMIT_FIELDS: tuple[SubmitField, ...] = (
     SubmitField("array_parallelism", "int", gettext_lazy("Tasks at once"), gettext_lazy(
         "Array: the most tasks running at the same time; empty: no limit."), min_value=1, max_value=MAX_ARRAY_TASKS),
     SubmitField("sbatch", "text", gettext_lazy("Batch script (#SBATCH)"), gettext_lazy(
-        "Optional: a Slurm batch script. Its #SBATCH directives (--job-name, --gres, --gpus, --gpus-per-node, "
-        "--nodes, --time, --cpus-per-task, --mem, --array, --partition) fill the fields left empty (the GPU model "
-        "and GPUs per node among them) and its body becomes the command; a field given a value other than the "
-        "script's is refused."), max_length=sbatch.MAX_SCRIPT),
+        "Optional: a Slurm batch script. Its #SBATCH directives (job name, GPUs, nodes, time, CPUs, memory, array, "
+        "partition) fill the fields left empty (the GPU model and GPUs per node among them) and its body becomes "
+        "the command; a field given a value other than the script's is refused."), max_length=sbatch.MAX_SCRIPT),
 )
 FIELDS = {f.name: f for f in SUBMIT_FIELDS}
 

@@ -69,7 +69,8 @@ def job_list(request):
 
 @login_required
 def job_detail(request, pk):
-    job = get_object_or_404(_jobs(request.user).with_placement().prefetch_related("events__actor"), pk=pk)
+    job = get_object_or_404(_jobs(request.user).with_placement().select_related("cluster").prefetch_related(
+        "events__actor"), pk=pk)
     per_node: dict = {}
     gpus = job.held_gpus()
     series = gpu_series(gpu.pk for gpu in gpus) if not job.is_terminal else {}

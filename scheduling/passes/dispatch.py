@@ -2,8 +2,8 @@
 
 The objects of each job are created concurrently (a thread pool; the executors only talk HTTP in the
 threads, every database read happens before), then the jobs that made it are marked ``dispatching`` in one
-compare-and-set with an event each, and the ones the cluster refused after every retry fail with the
-cluster's own message (category ``dispatch``). A job that is no longer admitted is skipped, so running
+compare-and-set with an event each, and the ones the cluster refused fail with the cluster's own message
+(category ``dispatch``). A job that is no longer admitted is skipped, so running
 this twice for the same job does nothing the second time.
 """
 
@@ -32,21 +32,32 @@ from scheduling.models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocati
 logger = logging.getLogger(__name__)
 #: Keys of the executor state that outlive one attempt (its failures, nodes to avoid and since when, the checkpoint).
 KEPT_STATE = ("attempts", "avoid_nodes", "avoid_since", "resume_from")
+#: Keys of the executor state that name the job on its cluster (a Slurm job id, a Kubernetes Job). The dispatch
+#: event keeps them with the cluster's name: a requeue empties the job's state and its cluster, the event stays,
+#: so accounting can tell every job the portal ever submitted to a cluster from work submitted there directly.
+NAMING_STATE = ("slurm_job_id", "namespace", "object")
 
 
 def fail_dispatch(job: Job, exc: Exception) -> int:
     """Fail a job the cluster refused (dispatch, or the reconciler making its objects again); 0 when it
     changed state meanwhile (a cancel wins)."""
     telemetry.increment("gpuportal_dispatch_errors_total", cluster=job.cluster.name)
-    message = Phrase(gettext_noop(
-        "Dispatch failed: the cluster %(c)s refused the job's objects after every retry: %(error)s"), {
-        "c": job.cluster.name, "error": str(exc)})
+    if job.cluster.executor == ExecutorKind.SLURM:  # one submit, never retried, and no objects
+        message = Phrase(gettext_noop("Dispatch failed: Slurm cluster %(c)s did not take the job: %(error)s"), {
+            "c": job.cluster.name, "error": str(exc)})
+        advice = Phrase(gettext_noop("Check the job's settings against what the message says; if it names the "
+                                     "cluster's accounts, token or configuration, tell the platform admins."))
+    else:
+        message = Phrase(gettext_noop(
+            "Dispatch failed: the cluster %(c)s refused the job's objects after every retry: %(error)s"), {
+            "c": job.cluster.name, "error": str(exc)})
+        advice = Phrase(gettext_noop("Check the image name and the job's settings; if the message names the "
+                                     "cluster (quota, admission webhook), tell the platform admins."))
     events = lifecycle.transition_many(
         [job], JobStatus.FAILED, {job.pk: message}, skip_moved=True, failure_category=FailureCategory.DISPATCH,
         failure_message=message, executor_state={**job.executor_state, "diagnosis": {
             "category": FailureCategory.DISPATCH, "message": message, "evidence": {"error": str(exc)},
-            "advice": Phrase(gettext_noop("Check the image name and the job's settings; if the message names the "
-                                          "cluster (quota, admission webhook), tell the platform admins."))}})
+            "advice": advice}})
     return len(events)
 
 
@@ -58,8 +69,10 @@ def _mark_dispatching(cluster, executor, ready: list[Job], now) -> list[Job]:
     reason = Phrase(gettext_noop("Sent to cluster %(c)s (%(kind)s executor)."), {
         "c": cluster.name, "kind": phrases.label(ExecutorKind(cluster.executor).label)})
     with transaction.atomic():
+        named = {job.pk: {"cluster": cluster.name, **{key: job.executor_state[key] for key in NAMING_STATE
+                                                      if key in (job.executor_state or {})}} for job in ready}
         events = lifecycle.transition_many(ready, JobStatus.DISPATCHING, {job.pk: reason for job in ready}, at=now,
-                                           skip_moved=True)
+                                           data=named, skip_moved=True)
         moved_ids = {event.job_id for event in events}
         moved = [job for job in ready if job.pk in moved_ids]
         bulk_set(Job, moved, ["executor_state"])

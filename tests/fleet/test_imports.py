@@ -82,7 +82,7 @@ def test_down_is_unhealthy_and_comes_back_but_an_agents_verdict_stays(cluster):
     n1 = Node.objects.get(name="n1")
     assert n1.health == Health.UNHEALTHY and not n1.schedulable
     assert n1.events.filter(kind=NodeEvent.Kind.HEALTH).first().reason == (
-        "Slurm reports the node down: Not responding")
+        "Slurm says the node is down: Not responding")
     Node.objects.filter(name="n2").update(health=Health.UNHEALTHY)  # as the agent poller would
     back = apply_inventory(cluster, [node("n1"), node("n2")], [], timezone.now())
     assert back.health_changes == ["n1: unhealthy -> healthy"]

@@ -214,13 +214,17 @@ class SlurmCluster:
         return self._run(command).stdout.strip().split(";")[0]
 
     def cancel_all(self) -> None:
-        self._run(["scancel", "--full", "--quiet", "--state=PENDING"], check=False)
-        self._run(["scancel", "--full", "--quiet"], check=False)
+        """Cancel every job of every user (scancel without ids cancels nothing: they are listed first)."""
+        ids = self._run(["squeue", "-h", "-o", "%i"], check=False).stdout.split()
+        if ids:
+            self._run(["scancel", "--full", "--quiet", *ids], check=False)
 
     def reset(self) -> None:
-        """Back to a fresh cluster's state for the next test: no job, every node resumed and idle."""
+        """Back to a fresh cluster's state for the next test: no job, every drained node resumed, all idle."""
         self.cancel_all()
-        for name, *_rest in NODES:
+        drained = self._run(["sinfo", "-h", "-N", "-t", "drain,drained,draining,down", "-o", "%N"],
+                            check=False).stdout.split()
+        for name in sorted(set(drained)):
             self._run(["scontrol", "update", f"nodename={name}", "state=resume"], check=False)
         self._wait(self._nodes_idle, "every node to be idle again", seconds=30)
 

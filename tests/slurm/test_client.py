@@ -114,7 +114,7 @@ def test_a_refused_token_is_an_error_without_the_token(slurm, tmp_path):
     client = SlurmClient(cluster_of(slurm, slurm_jwt_key_file=str(wrong)), user="daemon")
     with pytest.raises(SlurmError) as raised:
         client.call("GET", "/slurm/v0.0.38/nodes")
-    assert raised.value.status == 500
+    assert raised.value.http_status == 500
     assert tokens.token_for(client.cluster, "daemon") not in str(raised.value)
     assert "Unspecified error" in str(raised.value)
 

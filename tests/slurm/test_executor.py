@@ -3,13 +3,16 @@ and GPUs as its owner's account, followed to running and to its end (exit codes 
 shared output directory), cancelled from the portal or in Slurm, and ended truly when Slurm forgets it."""
 
 import time
+from dataclasses import replace
 
 import pytest
 
+from scheduling import lifecycle
 from scheduling.executors import executor_for
 from scheduling.executors.slurm.client import SlurmClient
+from scheduling.executors.slurm.follow import Follower
 from scheduling.jobs import actions
-from scheduling.models import FailureCategory, JobEvent, JobStatus
+from scheduling.models import FailureCategory, Job, JobEvent, JobStatus
 from tests.slurm.world import follow_until, slurm_lab, submit
 
 
@@ -110,3 +113,40 @@ def test_a_two_node_job_runs_its_command_on_both_nodes_with_srun(lab):
     assert job.status == JobStatus.SUCCEEDED, job.failure_message
     lines = executor_for(lab["cluster"]).read_log(job, 10).lines
     assert {"rank 0 on sx-h100-1", "rank 1 on sx-h100-2"} <= {line.strip() for line in lines}, lines
+
+
+def test_a_privileged_account_is_refused_and_fails_the_dispatch_saying_why(lab):
+    lab["cluster"].slurm_users = {"alice": "root"}
+    lab["cluster"].save(update_fields=["slurm_users"])
+    job = submit(lab["alice"], "true")
+    assert (job.status, job.failure_category) == (JobStatus.FAILED, FailureCategory.DISPATCH)
+    assert "Slurm cluster slurm-lab did not take the job" in job.failure_message
+    assert "does not run jobs of alice as root" in job.failure_message and "slurm_job_id" not in job.executor_state
+
+
+def test_a_token_slurm_refuses_is_said_in_true_words(lab, tmp_path):
+    wrong = tmp_path / "wrong.key"
+    wrong.write_bytes(b"not the cluster's key at all, 32b")
+    lab["cluster"].slurm_jwt_key_file = str(wrong)
+    lab["cluster"].save(update_fields=["slurm_jwt_key_file"])
+    job = submit(lab["alice"], "true")
+    assert (job.status, job.failure_category) == (JobStatus.FAILED, FailureCategory.DISPATCH)
+    assert "refused the portal's token for account daemon" in job.failure_message
+    assert "Unspecified error" not in job.failure_message and "after every retry" not in job.failure_message
+
+
+def test_pending_merges_its_reason_into_the_state_as_it_is_now_and_only_for_its_attempt(lab):
+    job = submit(lab["alice"], "sleep 3")
+    follower = Follower(lab["cluster"])
+    seen = replace(follower.client.job(int(job.executor_state["slurm_job_id"])), state="PENDING", reason="Resources")
+    stale = Job.objects.get(pk=job.pk)  # read before the request; evidence is written meanwhile
+    Job.objects.filter(pk=job.pk).update(executor_state={**job.executor_state, "fault": "xid 79 on gpu 3"})
+    follower.pending(stale, seen)
+    job.refresh_from_db()
+    assert (job.executor_state["fault"], job.executor_state["slurm_reason"]) == ("xid 79 on gpu 3", "Resources")
+    stale = Job.objects.get(pk=job.pk)
+    lifecycle.transition(job, JobStatus.QUEUED, "withdrawn meanwhile", cluster=None, executor_state={})
+    follower.pending(stale, replace(seen, reason="Priority"))
+    job.refresh_from_db()
+    assert (job.status, job.executor_state) == (JobStatus.QUEUED, {})  # no Slurm job id put back
+    SlurmClient(lab["cluster"]).cancel(seen.job_id, "root")

@@ -136,7 +136,8 @@ def test_only_running_jobs_the_portal_did_not_submit_hold_gpus_outside_it():
                            **fields})
     holds = holds_of(job())
     assert [(h.node, h.gpu_indices, h.time_limit_seconds) for h in holds] == [("n1", (0, 1), 600), ("n2", (3,), 600)]
-    assert holds_of(job(comment=comment_for(12, 1))) == []
+    assert len(holds_of(job(comment=comment_for(12, 1)))) == 2  # a comment alone is no proof: outside work
+    assert holds_of(job(comment=comment_for(12, 1)), portal={7}) == []  # an id the portal stored: its own
     assert holds_of(job(state="PENDING")) == [] and holds_of(job(gpus_by_node={})) == []
     assert model_for("h100", {}, {"h100": "H100"}) == "H100" and model_for("h100", {"h100": "H100-SXM"}, {}) == (
         "H100-SXM")

@@ -122,7 +122,8 @@ class V0038:
             nodes=nodes, gpus_by_node=self.gpus_by_node(nodes, raw.get("gres_detail") or ()),
             comment=raw.get("comment") or "", submit_time=moment(raw.get("submit_time")),
             start_time=moment(raw.get("start_time")), end_time=moment(raw.get("end_time")),
-            time_limit_minutes=minutes(raw.get("time_limit")), standard_output=raw.get("standard_output") or "")
+            time_limit_minutes=minutes(raw.get("time_limit")), standard_output=raw.get("standard_output") or "",
+            restarts=int(raw.get("restart_cnt") or 0))
 
     @staticmethod
     def gpus_by_node(nodes: tuple[str, ...], detail) -> dict[str, tuple[int, ...]]:
@@ -138,12 +139,20 @@ class V0038:
         return found
 
     def accounted(self, raw: dict) -> AccountedJob:
-        gpus, gpu_type = 0, ""
+        # A site that lists typed TRES (``AccountingStorageTRES=gres/gpu,gres/gpu:h100``) gets both the untyped
+        # ``gpu`` total and a ``gpu:h100`` entry for the same GPUs: the untyped count is the job's when present,
+        # else the typed ones add up; the type comes from a typed entry either way.
+        untyped, typed, gpu_type = None, 0, ""
         for tres in (raw.get("tres") or {}).get("allocated") or ():
             name = tres.get("name") or ""
-            if tres.get("type") == "gres" and (name == "gpu" or name.startswith("gpu:")):
-                gpus += int(tres.get("count") or 0)
+            if tres.get("type") != "gres":
+                continue
+            if name == "gpu":
+                untyped = (untyped or 0) + int(tres.get("count") or 0)
+            elif name.startswith("gpu:"):
+                typed += int(tres.get("count") or 0)
                 gpu_type = gpu_type or name.partition(":")[2]
+        gpus = typed if untyped is None else untyped
         times = raw.get("time") or {}
         exit_code = raw.get("exit_code") or {}
         signal = ((exit_code.get("signal") or {}).get("signal_id")

@@ -40,11 +40,11 @@ _pool = urllib3.PoolManager(num_pools=16, maxsize=8)
 
 class SlurmError(Exception):
     """slurmrestd could not be reached or refused a request. The message says which cluster, which request and
-    Slurm's own words; it never carries a token. ``status`` is the HTTP status (0: no answer)."""
+    Slurm's own words; it never carries a token. ``http_status`` is the HTTP status (0: no answer)."""
 
     def __init__(self, message: str, status: int = 0, problems: tuple[SlurmProblem, ...] = ()):
         super().__init__(message)
-        self.status = status
+        self.http_status = status
         self.problems = problems
 
     def has(self, number: int) -> bool:

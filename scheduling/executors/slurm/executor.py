@@ -25,7 +25,7 @@ from scheduling.executors.base import Executor, ExecutorUpdate
 from scheduling.executors.logs import NOT_STARTED, LogTail, stored_tail
 from scheduling.executors.slurm import script as scripts
 from scheduling.executors.slurm.client import SlurmClient, SlurmError
-from scheduling.executors.slurm.identity import cluster_user
+from scheduling.executors.slurm.identity import IdentityRefused, cluster_user
 from scheduling.jobs import tokens as job_tokens
 from scheduling.models import LONG_RUNNING_KINDS, JobAllocation, JobEvent
 
@@ -37,12 +37,15 @@ logger = logging.getLogger(__name__)
 #: script finds its programs through PATH.
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PERMISSION_DENIED = 2002
+#: Slurm's numbers when slurmctld refused the request's token (slurmrestd answers 500): -1 "Unspecified error" to
+#: a read, 5005 "Zero Bytes were transmitted or received" to a submit (both measured on 22.05).
+TOKEN_REFUSED = frozenset({-1, 5005})
 #: Bytes read from the end of an output file for its tail: enough for the longest tail a page asks for.
 TAIL_BYTES = 256 * 1024
 
 
 class SlurmDispatchError(Exception):
-    """Slurm refused the job; the message is Slurm's own words (the job's failure says them)."""
+    """Slurm refused the job, or the portal would not send it; the message says why (the job's failure says it)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Plan:
     nodes: tuple[str, ...]
     gres_type: str  # "" when the nodes' GPUs are of different types (then untyped "gpu:<n>")
     token: str  # the job's report token for the portal's progress API
+    refused: str = ""  # why the job may not run as anyone on this cluster (then ``user`` is ""): its failure
 
 
 def gres_type_of(cluster, model: str) -> str:
@@ -82,6 +86,8 @@ class SlurmExecutor(Executor):
             job.slurm_plan = self.plan(job)
 
     def plan(self, job) -> Plan:
+        """What the job's submission needs; a refused identity is kept in the plan, so that it fails this job's
+        dispatch alone and not the others of the batch."""
         nodes = tuple(getattr(job, "placement_nodes", ()) or ())
         models = dict(JobAllocation.objects.filter(job=job, released_at__isnull=True).values_list(
             "gpu__node__name", "gpu__node__gpu_model"))
@@ -89,8 +95,12 @@ class SlurmExecutor(Executor):
             nodes = tuple(sorted(models))
         types = {gres_type_of(self.cluster, models.get(node) or job.gpu_model) for node in nodes} or {
             gres_type_of(self.cluster, job.gpu_model)}
-        return Plan(user=cluster_user(self.cluster, job.owner), nodes=nodes,
-                    gres_type=types.pop() if len(types) == 1 else "", token=job_tokens.token_for(job))
+        try:
+            user, refused = cluster_user(self.cluster, job.owner), ""
+        except IdentityRefused as exc:
+            user, refused = "", str(exc)
+        return Plan(user=user, nodes=nodes, gres_type=types.pop() if len(types) == 1 else "",
+                    token=job_tokens.token_for(job), refused=refused)
 
     def submission(self, job, plan: Plan) -> tuple[str, dict, str]:
         """The batch script, the job's Slurm options and the output path ("" without an output directory)."""
@@ -107,8 +117,12 @@ class SlurmExecutor(Executor):
             environment["GPUPORTAL_RESUME_FROM"] = resume
         if job.group_index is not None:
             environment["GPUPORTAL_ARRAY_INDEX"] = str(job.group_index)
+        # ``no_requeue``: Slurm would otherwise put the job back in its queue under the same id after a node
+        # failure or a preemption, while the portal still counts it running; the portal places it again itself.
+        # (22.05 accepts ``"requeue": false`` and ignores it: the job keeps Requeue=1.)
         options = {
             "name": job.name[:200], "comment": scripts.comment_for(job.pk, attempt), "nodes": node_count,
+            "no_requeue": True,
             "tasks": node_count, "tasks_per_node": 1,
             "gres": f"gpu:{plan.gres_type}:{gpus}" if plan.gres_type else f"gpu:{gpus}",
             "environment": environment, "current_working_directory": self.cluster.slurm_output_dir or "/tmp",  # noqa: S108 - the node's, not ours
@@ -135,12 +149,21 @@ class SlurmExecutor(Executor):
         if job.kind in LONG_RUNNING_KINDS or job.gpu_milli < WHOLE_GPU:  # the pass routes none here (clusters_for)
             raise SlurmDispatchError(_("Slurm clusters run batch jobs and array tasks on whole GPUs only; a notebook, "
                                        "a service or a share of a GPU runs on another cluster."))
+        if plan.refused:
+            raise SlurmDispatchError(plan.refused)
         try:
             body, options, output = self.submission(job, plan)
         except scripts.ScriptError as exc:
             raise SlurmDispatchError(str(exc)) from None
-        result = self.client(plan.user).submit(body, options, plan.user)
+        try:
+            result = self.client(plan.user).submit(body, options, plan.user)
+        except SlurmError as exc:
+            if any(exc.has(number) for number in TOKEN_REFUSED):
+                raise SlurmDispatchError(self.token_refused(plan.user)) from None
+            raise
         if result.job_id is None:
+            if any(problem.number in TOKEN_REFUSED for problem in result.errors):
+                raise SlurmDispatchError(self.token_refused(plan.user))
             raise SlurmDispatchError(_("Slurm refused the job: %(words)s") % {
                 "words": result.message or _("no reason given")})
         state = {"slurm_job_id": str(result.job_id), "user": plan.user, "attempt": attempt_of(job),
@@ -148,6 +171,13 @@ class SlurmExecutor(Executor):
         if result.errors:  # accepted with a warning (e.g. a time limit above the partition's): kept as evidence
             state["slurm_submit_errors"] = [problem.message for problem in result.errors]
         return state
+
+    def token_refused(self, user: str) -> str:
+        """Slurm's words for a refused token ("Unspecified error", "Zero Bytes were transmitted or received") said
+        truly: slurmctld refused the token the portal signed for this account."""
+        return _("Cluster %(c)s refused the portal's token for account %(user)s: the cluster's key may not be the "
+                 "one the portal holds, or the account may not exist on the cluster. Ask the platform admins.") % {
+            "c": self.cluster.name, "user": user}
 
     # --- following ---------------------------------------------------------------------------------------
 
@@ -175,7 +205,7 @@ class SlurmExecutor(Executor):
         try:
             return self.client(user).cancel(slurm_id, user)
         except SlurmError as exc:
-            if user is None or not (exc.has(PERMISSION_DENIED) or exc.has(-1) or not exc.status):
+            if user is None or not (exc.has(PERMISSION_DENIED) or exc.has(-1) or not exc.http_status):
                 raise
         return self.client().cancel(slurm_id)
 

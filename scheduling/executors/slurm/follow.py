@@ -4,11 +4,17 @@
 portal job to what its Slurm job says: running (on which nodes), succeeded, failed through the one retry rule
 (``lifecycle.fail_or_retry``, with the exit code decoded from the raw wait status and the failure diagnosed
 from the log tail where the portal can read it), cancelled in Slurm, or back in the queue when Slurm preempted
-it. A Slurm job no longer in slurmctld's memory (``MinJobAge``) is read from slurmdb; where the cluster keeps no
-accounting its outcome is unknown, and the job ends saying exactly that, never guessed a success.
+it. A job Slurm put back in its own queue after it had started (a requeue, which the portal's submissions
+forbid but an administrator may force) ends its attempt as an infrastructure failure (the one retry rule):
+cancelled there, and placed again by the portal while retries remain. Every write is a compare-and-set on
+the job's status and Slurm job id under the row's lock, so a job the reconciler withdrew or requeued meanwhile
+is left alone and the evidence others wrote meanwhile is kept. A Slurm job no longer in slurmctld's memory
+(``MinJobAge``) is read from slurmdb; where the cluster keeps no accounting its outcome is unknown, and the job
+ends saying exactly that, never guessed a success.
 
 ``reconcile_cluster`` is the reconciler's part: jobs Slurm keeps pending past ``SLURM["PENDING_SECONDS"]`` are
-withdrawn and placed again, Slurm jobs the portal submitted for attempts that are over are cancelled, and
+withdrawn (first in the portal, then in Slurm) and placed again, Slurm jobs the portal submitted for attempts
+that are over (``ownership``: by the ids it stored, never by a comment alone) are cancelled, and
 allocations that disagree with the GPUs Slurm gave a job are moved to those GPUs."""
 
 from __future__ import annotations
@@ -30,14 +36,17 @@ from scheduling.executors.kubernetes.diagnosis import Diagnosis, PodState, diagn
 from scheduling.executors.slurm import states
 from scheduling.executors.slurm.client import SlurmError
 from scheduling.executors.slurm.executor import SlurmExecutor, read_tail
+from scheduling.executors.slurm.ownership import portal_jobs_of
 from scheduling.executors.slurm.script import portal_job_of
 from scheduling.executors.slurm.shapes import AccountedJob, SlurmJob
-from scheduling.models import ACTIVE_STATUSES, Job, JobAllocation, JobEvent, JobStatus
+from scheduling.models import ACTIVE_STATUSES, FailureCategory, Job, JobAllocation, JobEvent, JobStatus
 
 logger = logging.getLogger(__name__)
 FOLLOWED = (JobStatus.DISPATCHING, JobStatus.RUNNING)
 #: Lines of the output read to diagnose a failure.
 DIAGNOSIS_LINES = 50
+#: Keys of the executor state a job keeps when it goes back to the queue (its failures, nodes to avoid, checkpoint).
+KEPT_STATE = ("attempts", "avoid_nodes", "avoid_since", "resume_from")
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,11 @@ def followed_jobs(cluster: Cluster):
 
 
 def slurm_id(job: Job) -> int | None:
-    value = (job.executor_state or {}).get("slurm_job_id")
+    return slurm_id_in(job.executor_state)
+
+
+def slurm_id_in(state: dict | None) -> int | None:
+    value = (state or {}).get("slurm_job_id")
     return int(value) if value else None
 
 
@@ -108,7 +121,11 @@ class Follower:
             return False  # dispatched by an older portal or being dispatched: nothing to follow yet
         if seen is None:
             return self.vanished(job)
+        if seen.restarts and seen.state in states.WAITING | states.RUNNING and seen.state != "COMPLETING":
+            return self.requeued(job, seen)  # the portal submits with no_requeue: any restart is a forced requeue
         if seen.state in states.WAITING:
+            if job.status == JobStatus.RUNNING and seen.state != "CONFIGURING":
+                return self.requeued(job, seen)
             return self.pending(job, seen)
         if seen.state in states.RUNNING:
             return self.running(job, seen)
@@ -116,23 +133,43 @@ class Follower:
 
     def pending(self, job: Job, seen: SlurmJob) -> bool:
         """Still pending in Slurm: keep dispatching, and put Slurm's reason on the timeline when it changes."""
-        state = job.executor_state or {}
-        if state.get("slurm_reason") == seen.reason:
+        if (job.executor_state or {}).get("slurm_reason") == seen.reason:
             return False
-        job.executor_state = {**state, "slurm_reason": seen.reason}
-        Job.objects.filter(pk=job.pk).update(executor_state=job.executor_state)
-        if seen.reason != "None":  # "None": the scheduler has not looked yet, which says nothing
-            lifecycle.note(job, JobEvent.Kind.EXECUTOR, states.pending_phrase(seen.reason),
-                           data={"slurm_job_id": seen.job_id, "slurm_reason": seen.reason})
+        with transaction.atomic():  # merged into the state as it is now, not the copy read before the request
+            if job.status != JobStatus.DISPATCHING or not self.still_followed(job):
+                return False
+            job.executor_state = {**(job.executor_state or {}), "slurm_reason": seen.reason}
+            Job.objects.filter(pk=job.pk).update(executor_state=job.executor_state)
+            if seen.reason != "None":  # "None": the scheduler has not looked yet, which says nothing
+                lifecycle.note(job, JobEvent.Kind.EXECUTOR, states.pending_phrase(seen.reason),
+                               data={"slurm_job_id": seen.job_id, "slurm_reason": seen.reason})
         return False
+
+    def requeued(self, job: Job, seen: SlurmJob) -> bool:
+        """Slurm put the job back in its queue after it had started (a node failure or a preemption, under the
+        same id): the attempt is over. It goes through the one retry rule as an infrastructure failure, and only
+        then is it cancelled in Slurm, so that no follower reads that cancel as one of the user's, and Slurm
+        never starts it again behind the portal's back."""
+        state = job.executor_state or {}
+        diagnosis = Diagnosis(FailureCategory.NODE_FAULT, Phrase(gettext_noop(
+            "Slurm put job %(id)s back in its own queue after it had started (%(state)s, restarted %(n)d times): a "
+            "node failure or a preemption in Slurm ended this attempt, and the portal cancelled it there."), {
+            "id": seen.job_id, "state": seen.state, "n": seen.restarts}), Phrase(gettext_noop(
+                "Nothing to fix in the job: the portal places it again itself while its task type allows retries.")),
+            evidence={"slurm_job_id": seen.job_id, "slurm_state": seen.state, "slurm_reason": seen.reason,
+                      "restarts": seen.restarts, "nodes": state.get("nodes") or [], "source": "slurmctld"})
+        user = state.get("user") or None
+        if not self.fail(job, diagnosis):
+            return False
+        self.executor.cancel(seen.job_id, user)
+        return True
 
     def running(self, job: Job, seen: SlurmJob) -> bool:
         if job.status != JobStatus.DISPATCHING:
             return False
         return self.move(job, JobStatus.RUNNING, Phrase(gettext_noop("Slurm job %(id)s runs on %(nodes)s."), {
             "id": seen.job_id, "nodes": ", ".join(seen.nodes) or "-"}),
-            executor_state={**(job.executor_state or {}), "nodes": list(seen.nodes),
-                            "gpus": {node: list(ids) for node, ids in seen.gpus_by_node.items()}})
+            add_state={"nodes": list(seen.nodes), "gpus": {node: list(ids) for node, ids in seen.gpus_by_node.items()}})
 
     def vanished(self, job: Job) -> bool:
         """slurmctld no longer knows the job: slurmdb's record says how it ended; without one, it is unknown."""
@@ -165,10 +202,9 @@ class Follower:
         if meaning.outcome == "cancelled":
             return self.move(job, JobStatus.CANCELLED, meaning.message, data=evidence)
         if meaning.outcome == "requeue" and job.requeue_on_preemption:
-            state = job.executor_state or {}
             return self.move(job, JobStatus.QUEUED, Phrase(gettext_noop("%(why)s Back in the queue."), {
                 "why": meaning.message}), data=evidence, cluster=None, retry_count=job.retry_count + 1,
-                executor_state={k: state[k] for k in ("attempts", "avoid_nodes", "avoid_since") if k in state})
+                keep_state=KEPT_STATE)
         return self.fail(job, self.diagnosis(job, seen, meaning, evidence))
 
     def diagnosis(self, job: Job, seen: Seen, meaning: states.Ending, evidence: dict) -> Diagnosis:
@@ -194,19 +230,45 @@ class Follower:
 
     # --- writing ----------------------------------------------------------------------------------------
 
-    def move(self, job: Job, status: str, reason, **fields) -> bool:
-        try:
-            lifecycle.transition(job, status, reason, **fields)
-        except lifecycle.InvalidTransition:
-            return False  # cancelled or preempted meanwhile
+    def still_followed(self, job: Job) -> bool:
+        """Lock the job's row (until the caller's transaction ends) and say whether it is still in the status the
+        follower read and on the same Slurm job: a job the reconciler withdrew, or one cancelled, retried or
+        dispatched again meanwhile, is no longer this attempt's. Takes the state as it is now (evidence written
+        meanwhile), so that what the caller writes is merged into it."""
+        row = Job.objects.select_for_update().filter(pk=job.pk).values("status", "executor_state").first()
+        if row is None or row["status"] != job.status or slurm_id_in(row["executor_state"]) != slurm_id(job):
+            return False
+        job.executor_state = row["executor_state"]
+        return True
+
+    def move(self, job: Job, status: str, reason, *, add_state: dict | None = None,
+             keep_state: tuple[str, ...] | None = None, **fields) -> bool:
+        """Move the job if it still is this attempt's; ``add_state`` is merged into its state as it is now,
+        ``keep_state`` names the only keys it keeps."""
+        with transaction.atomic():
+            if not self.still_followed(job):
+                return False
+            state = job.executor_state or {}
+            if add_state is not None:
+                fields["executor_state"] = {**state, **add_state}
+            elif keep_state is not None:
+                fields["executor_state"] = {key: state[key] for key in keep_state if key in state}
+            try:
+                lifecycle.transition(job, status, reason, **fields)
+            except lifecycle.InvalidTransition:
+                return False  # cancelled or preempted meanwhile
         return True
 
     def fail(self, job: Job, diagnosis: Diagnosis) -> bool:
-        """Through the one retry rule of every executor (an infrastructure failure goes back to the queue)."""
-        try:
-            lifecycle.fail_or_retry(job, diagnosis.as_dict())
-        except lifecycle.InvalidTransition:
-            return False
+        """Through the one retry rule of every executor (an infrastructure failure goes back to the queue), if
+        the job still is this attempt's."""
+        with transaction.atomic():
+            if not self.still_followed(job):
+                return False
+            try:
+                lifecycle.fail_or_retry(job, diagnosis.as_dict())
+            except lifecycle.InvalidTransition:
+                return False
         return True
 
     def has_accounting(self) -> bool:
@@ -258,8 +320,10 @@ def _note(job: Job, reason, data: dict, at: datetime) -> None:
 
 
 def withdraw_stuck_pending(follower: Follower, slurm_jobs: list[SlurmJob], now: datetime) -> list[SlurmRepair]:
-    """Dispatched jobs Slurm kept pending longer than the bound (their node was taken meanwhile): cancelled in
-    Slurm and placed again by the portal, with Slurm's reason in the event."""
+    """Dispatched jobs Slurm kept pending longer than the bound (their node was taken meanwhile): back in the
+    portal's queue first (a compare-and-set on dispatching and the same Slurm job), then cancelled in Slurm, so
+    that a follower between the two finds the job no longer this attempt's instead of reading the cancel as one
+    made in Slurm. Placed again by the portal, with Slurm's reason in the event."""
     bound = timedelta(seconds=float(settings.SLURM["PENDING_SECONDS"]))
     pending = {job.job_id: job for job in slurm_jobs if job.state in states.WAITING}
     repairs = []
@@ -271,25 +335,31 @@ def withdraw_stuck_pending(follower: Follower, slurm_jobs: list[SlurmJob], now: 
         reason = Phrase(gettext_noop(
             "Slurm kept job %(id)s pending for over %(s)d s (%(why)s): withdrawn from Slurm and placed again."), {
             "id": seen.job_id, "s": int(bound.total_seconds()), "why": states.pending_phrase(seen.reason)})
-        follower.executor.cancel(seen.job_id, (job.executor_state or {}).get("user") or None)
-        state = job.executor_state or {}
-        if follower.move(job, JobStatus.QUEUED, reason, at=now, cluster=None,
-                         data={"repair": "withdrawn", "slurm_job_id": seen.job_id, "slurm_reason": seen.reason},
-                         executor_state={k: state[k] for k in ("attempts", "avoid_nodes", "avoid_since")
-                                         if k in state}):
-            repairs.append(SlurmRepair("withdrawn", job.pk, reason))
+        user = (job.executor_state or {}).get("user") or None
+        if not follower.move(job, JobStatus.QUEUED, reason, at=now, cluster=None, keep_state=KEPT_STATE,
+                             data={"repair": "withdrawn", "slurm_job_id": seen.job_id, "slurm_reason": seen.reason}):
+            continue
+        repairs.append(SlurmRepair("withdrawn", job.pk, reason))
+        try:
+            follower.executor.cancel(seen.job_id, user)
+        except SlurmError:  # still the portal's by its stored id: ``cancel_orphans`` cancels it at the next look
+            logger.exception("cancelling withdrawn Slurm job %s on cluster %s failed", seen.job_id,
+                             follower.cluster.name)
     return repairs
 
 
 def cancel_orphans(follower: Follower, slurm_jobs: list[SlurmJob], now: datetime) -> list[SlurmRepair]:
-    """Slurm jobs the portal submitted (by their comment) for an attempt that is over: cancelled in Slurm."""
-    tagged = {job.job_id: (job, portal_job_of(job.comment)) for job in slurm_jobs
-              if job.state in states.WAITING | states.RUNNING and portal_job_of(job.comment)}
-    portal = Job.objects.in_bulk([ids[0] for _job, ids in tagged.values()])
+    """Slurm jobs the portal submitted (by the ids it stored, ``ownership``) for an attempt that is over: cancelled
+    in Slurm. A job whose comment merely names a portal job is work submitted to Slurm directly: left alone."""
+    live = [job for job in slurm_jobs if job.state in states.WAITING | states.RUNNING]
+    owners = portal_jobs_of(follower.cluster, live)
+    portal = Job.objects.in_bulk(set(owners.values()))
     grace = timedelta(seconds=settings.RECONCILE["ADMITTED_SECONDS"])
     repairs = []
-    for seen, (job_id, attempt) in tagged.values():
-        job = portal.get(job_id)
+    for seen in live:
+        if seen.job_id not in owners:
+            continue
+        job, (_named, attempt) = portal.get(owners[seen.job_id]), portal_job_of(seen.comment)
         if seen.submit_time and seen.submit_time > now - grace:
             continue  # a dispatch may be storing it right now
         current = (job is not None and job.status in ACTIVE_STATUSES and job.cluster_id == follower.cluster.pk

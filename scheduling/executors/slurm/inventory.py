@@ -9,12 +9,14 @@ Slurm's words become the fleet's here, and only here:
 - **Node states**: a ``DRAIN`` flag (Slurm's drained and draining) is the admin state ``draining``; a node that is
   ``down`` or ``fail``, or flagged ``FAIL``, ``FAILING`` or ``NOT_RESPONDING``, is unhealthy. Slurm's state and
   flags in its own terms ("drained", "draining", "down+not_responding") and its reason are kept beside them.
-- **Outside work**: a running Slurm job whose comment is not the portal's tag (``script.portal_job_of``) holds
-  the GPUs its ``gres_detail`` names, on each of its nodes.
+- **Outside work**: a running Slurm job that is not the portal's (``ownership``: its id is one the portal stored
+  for the job its comment names; a comment alone proves nothing) holds the GPUs its ``gres_detail`` names, on
+  each of its nodes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.utils import timezone
@@ -23,7 +25,7 @@ from fleet.catalogue import accelerator_models
 from fleet.imports import ImportedHold, ImportedNode, InventoryChange, apply_inventory
 from fleet.models import AdminState, Cluster, Health
 from scheduling.executors.slurm.client import SlurmClient
-from scheduling.executors.slurm.script import portal_job_of
+from scheduling.executors.slurm.ownership import portal_jobs_of
 from scheduling.executors.slurm.shapes import SlurmJob, SlurmNode
 
 #: Slurm's node flags that mean "drain": set by ``scontrol update state=drain`` and shown as drained/draining.
@@ -85,10 +87,10 @@ def imported_node(node: SlurmNode, model: str) -> ImportedNode:
         external_reason=node.reason or "", partitions=tuple(node.partitions))
 
 
-def holds_of(job: SlurmJob) -> list[ImportedHold]:
-    """The GPUs a job the portal did not submit holds, one row per node (none for a portal job, a job that holds
-    nothing now, or one that holds no GPU)."""
-    if job.state not in HOLDING_STATES or portal_job_of(job.comment) is not None:
+def holds_of(job: SlurmJob, portal: Iterable[int] = ()) -> list[ImportedHold]:
+    """The GPUs a job the portal did not submit holds, one row per node (none for a portal job, whose id is in
+    ``portal``, a job that holds nothing now, or one that holds no GPU)."""
+    if job.state not in HOLDING_STATES or job.job_id in portal:
         return []
     limit = job.time_limit_minutes * 60 if job.time_limit_minutes else None
     return [ImportedHold(node=node, external_id=str(job.job_id), user_name=job.user, account=job.account,
@@ -105,7 +107,8 @@ def import_inventory(cluster: Cluster) -> InventoryReport:
     overrides = {str(k).lower(): str(v) for k, v in (cluster.slurm_models or {}).items()}
     catalogue = {name.lower(): name for name in accelerator_models()}
     nodes = [imported_node(n, model_for(n.gpu_type, overrides, catalogue)) for n in slurm_nodes if n.gpus]
-    holds = [hold for job in jobs for hold in holds_of(job)]
+    portal = portal_jobs_of(cluster, [job for job in jobs if job.state in HOLDING_STATES])
+    holds = [hold for job in jobs for hold in holds_of(job, portal)]
     now = timezone.now()
     change = apply_inventory(cluster, nodes, holds, now)
     cluster.slurm_api_version, cluster.slurm_version, cluster.slurm_synced_at = (

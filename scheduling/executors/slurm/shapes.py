@@ -141,6 +141,7 @@ class SlurmJob:
     end_time: datetime | None
     time_limit_minutes: int | None
     standard_output: str
+    restarts: int = 0  # how often Slurm put it back in its queue (a requeue after a node failure or preemption)
 
     @property
     def exit_status(self) -> int | None:

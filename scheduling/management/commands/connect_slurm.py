@@ -138,7 +138,7 @@ def _store(name: str, values: dict) -> tuple[Cluster, dict | None]:
 
 def _slurm_problem(options, exc: SlurmError) -> str:
     """Which option to look at when slurmrestd could not be read (its message never holds a token)."""
-    if exc.status == 0 and "did not answer" in str(exc):
+    if exc.http_status == 0 and "did not answer" in str(exc):
         return f"--url: slurmrestd at {options['url']} could not be reached ({exc})."
     credential = "--jwt-key-file" if options["jwt_key_file"] else "--token-file"
     return f"{credential} / --user: slurmrestd refused the portal's requests ({exc})."

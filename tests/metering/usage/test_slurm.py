@@ -1,17 +1,23 @@
 """The Slurm accounting import without a cluster: slurmdb's answer is given as ``AccountedJob``s, so day splitting,
-models, tenants, the portal's own jobs and idempotence are checked exactly."""
+models, tenants, the portal's own jobs (also after a requeue) and idempotence are checked exactly; and how
+slurmdb's GPU TRES are read."""
 
 from datetime import date
 
 import pytest
 
 from fleet.models import Cluster, ExecutorKind
-from metering.models import ClusterAccountingDaily
+from metering.models import CapacityDaily, ClusterAccountingDaily
+from metering.usage.rollup import rollup
 from metering.usage.slurm import import_accounting
+from scheduling import lifecycle
+from scheduling.executors.slurm.adapters import V0038
 from scheduling.executors.slurm.shapes import AccountedJob
-from scheduling.models import Job
+from scheduling.models import Job, JobStatus, TaskType
+from scheduling.passes import dispatch
+from tenants.models import Project
 from tests.factories import make_node
-from tests.metering.helpers import at, gpus_of, ran_job
+from tests.metering.helpers import at, gpus_of, hold, ran_job
 
 NOW = at("2026-10-16T12:00")
 
@@ -75,12 +81,12 @@ def test_a_running_job_counts_until_now(slurm_cluster):
     assert [seconds for *_k, seconds, _n in rows()] == [8 * 7200.0]
 
 
-def test_models_tenants_and_the_portals_own_jobs(slurm_cluster):
+def test_models_tenants_and_a_forged_comment(slurm_cluster):
     jobs = [accounted(5, "2026-10-14T10:00", "2026-10-14T11:00", nodes=("sx-unknown",), gpu_type="a100x",
                       account="nlp", user="nobody"),
             accounted(6, "2026-10-14T10:00", "2026-10-14T11:00", nodes=("sx-unknown",), gpu_type="l40s",
                       account="ghost"),
-            accounted(7, "2026-10-14T10:00", "2026-10-14T10:30", comment="gpuportal job 42 attempt 1"),
+            accounted(7, "2026-10-14T10:00", "2026-10-14T10:30", comment="gpuportal job 42 attempt 1"),  # forged
             accounted(8, "2026-10-14T09:00", None, gpus=0),  # no GPU: nothing to count
             accounted(9, "2026-10-14T09:00", "2026-10-14T09:00")]  # ended as it started: a start, no seconds
     result = import_accounting(slurm_cluster, at("2026-10-14T00:00"), at("2026-10-15T00:00"), now=NOW, jobs=jobs)
@@ -88,10 +94,10 @@ def test_models_tenants_and_the_portals_own_jobs(slurm_cluster):
     assert rows() == [
         (day, "ghost", "daemon", None, "L40S", False, 7200.0, 1),  # the catalogue's name, whatever the case
         (day, "nlp", "nobody", None, "A100", False, 7200.0, 1),  # the cluster's own mapping of the GRES type
-        (day, "vision", "daemon", "vision", "H100", False, 0.0, 1),
-        (day, "vision", "daemon", "vision", "H100", True, 3600.0, 1)]
+        # the portal's tag in a comment, with no record of the portal's behind it, is work submitted directly
+        (day, "vision", "daemon", "vision", "H100", False, 3600.0, 2)]
     assert result.unmapped_accounts == ["ghost", "nlp"]
-    assert (result.portal_gpu_seconds, result.outside_gpu_seconds) == (3600.0, 14400.0)
+    assert (result.portal_gpu_seconds, result.outside_gpu_seconds) == (0.0, 18000.0)
 
 
 def test_a_job_the_portal_dispatched_is_its_own_even_where_slurmdb_kept_no_comment(slurm_cluster, users):
@@ -103,3 +109,61 @@ def test_a_job_the_portal_dispatched_is_its_own_even_where_slurmdb_kept_no_comme
     result = import_accounting(slurm_cluster, at("2026-10-14T00:00"), at("2026-10-15T00:00"), now=NOW, jobs=jobs)
     assert [portal for *_k, portal, _s, _n in rows()] == [False, True]
     assert (result.portal_gpu_seconds, result.outside_gpu_seconds) == (3600.0, 3600.0)
+
+
+def test_outside_work_counts_as_allocated_capacity_in_the_rollup(slurm_cluster):
+    job = accounted(11, "2026-10-14T10:00", "2026-10-14T12:00", gpus=4)  # outside: 8 GPU-hours
+    import_accounting(slurm_cluster, at("2026-10-14T00:00"), at("2026-10-15T00:00"), now=NOW, jobs=[job])
+    rollup(date(2026, 10, 14), date(2026, 10, 14), now=NOW, force=True)
+    capacity = CapacityDaily.objects.get(day=date(2026, 10, 14), gpu_model="H100")
+    assert capacity.allocated_gpu_seconds == 4 * 7200.0  # the portal holds nothing in this world
+
+
+class _Submits:
+    """Stands in for the Slurm executor at dispatch: each submit answers the next Slurm id, as slurmrestd would."""
+
+    def __init__(self, *ids: str):
+        self.ids = list(ids)
+
+    def dispatch(self, job):
+        return {"slurm_job_id": self.ids.pop(0), "user": "daemon"}
+
+
+def test_a_requeued_jobs_earlier_attempt_stays_the_portals_without_a_comment(slurm_cluster, users, monkeypatch):
+    project = Project.objects.get(tenant__name="vision", name="detection")
+    job = lifecycle.create_job(
+        status=JobStatus.QUEUED, reason="test", tenant=project.tenant, project=project, owner=users["alice"],
+        task_type=TaskType.objects.get(code="research"), gpu_model="H100", name="requeued", gpus_per_node=1,
+        node_count=1, image="img", max_runtime_minutes=60, priority=1, submitted_at=at("2026-10-14T07:50"))
+    other = Cluster.objects.create(name="sx2", executor=ExecutorKind.SLURM, slurm_url="http://127.0.0.1:2")
+    make_node(other, "sx2-h100-1", "H100")
+    monkeypatch.setattr(dispatch, "executor_for", lambda cluster: _Submits("20" if cluster.name == "sx" else "21"))
+    hold(job, gpus_of("sx-h100-1", 1), at("2026-10-14T08:00"))
+    dispatch.dispatch_many([job.pk])  # the first attempt: Slurm job 20 on sx
+    job.refresh_from_db()
+    lifecycle.transition(job, JobStatus.QUEUED, "preempted", retry_count=1, cluster=None, executor_state={})
+    hold(job, gpus_of("sx2-h100-1", 1), at("2026-10-14T09:00"))
+    dispatch.dispatch_many([job.pk])  # the second attempt: Slurm job 21 on sx2, whose id sx also uses below
+    job.refresh_from_db()
+    assert job.cluster == other and job.executor_state["slurm_job_id"] == "21"
+
+    jobs = [accounted(20, "2026-10-14T08:00", "2026-10-14T09:00", gpus=1, account="nlp"),  # no comment kept
+            accounted(21, "2026-10-14T10:00", "2026-10-14T11:00", gpus=1, account="nlp")]  # sx's own job 21
+    result = import_accounting(slurm_cluster, at("2026-10-14T00:00"), at("2026-10-15T00:00"), now=NOW, jobs=jobs)
+    # Job 20 is the portal's (the portal job's tenant, not the unmapped account's); sx's job 21 is outside work.
+    assert [(tenant, portal, seconds) for _d, _a, _u, tenant, _m, portal, seconds, _n in rows()] == [
+        (None, False, 3600.0), ("vision", True, 3600.0)]
+    assert (result.portal_gpu_seconds, result.outside_gpu_seconds) == (3600.0, 3600.0)
+    assert result.unmapped_accounts == ["nlp"]
+
+
+def test_typed_and_untyped_gpu_tres_count_each_gpu_once():
+    def gpus(*allocated):
+        record = V0038().accounted({"job_id": 1, "tres": {"allocated": [
+            {"type": "gres", "name": name, "count": count} for name, count in allocated]}})
+        return record.gpus, record.gpu_type
+
+    # AccountingStorageTRES=gres/gpu,gres/gpu:h100: both entries name the same 4 GPUs
+    assert gpus(("gpu", 4), ("gpu:h100", 4)) == (4, "h100")
+    assert gpus(("gpu", 3)) == (3, "")  # gres/gpu only: untyped
+    assert gpus(("gpu:h100", 2), ("gpu:a100", 1)) == (3, "h100")  # typed only: they add up

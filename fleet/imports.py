@@ -47,6 +47,8 @@ CLUSTER_SOURCE = "cluster"
 #: What an import writes of a node (the poller writes the rest at the same time: readings, versions, last seen).
 NODE_FIELDS = ["gpu_model", "cpu_milli", "memory_mib", "external_state", "external_reason", "health", "missed_polls",
                "good_polls", "last_updated"]
+#: What an import may change of a node (saved, and the page caches told, only when one of them did).
+SHOWN_FIELDS = [name for name in NODE_FIELDS if name != "last_updated"]
 
 #: The longest GPU UUID the fleet stores (``GPU.uuid``); longer names are replaced by a digest.
 MAX_UUID = 64
@@ -107,6 +109,8 @@ class InventoryChange:
     #: node names the cluster reports that another cluster's node already has (not imported)
     skipped: list[str] = field(default_factory=list)
     outside_work: int = 0
+    #: anything a page shows changed (a node's state, reason, size, or the outside work): cached pages are stale
+    changed: bool = False
     nodes: int = 0
     gpus: int = 0
     models: dict[str, int] = field(default_factory=dict)
@@ -147,8 +151,10 @@ def apply_inventory(cluster: Cluster, nodes: list[ImportedNode], holds: list[Imp
         for node in existing.values():
             if node.pk not in touched:
                 _gone(cluster, node, now, change)
-        change.outside_work = _replace_outside_work(cluster, {n.name: n for n in touched.values()}, holds, now)
-        pagecache.data_changed()
+        change.outside_work = _replace_outside_work(cluster, {n.name: n for n in touched.values()}, holds, now,
+                                                     change)
+        if change.changed or change.created or change.gone or change.admin_changes or change.health_changes:
+            pagecache.data_changed()  # an import every few seconds that finds nothing new leaves the caches warm
     return change
 
 
@@ -181,6 +187,7 @@ def _event(node: Node, now, kind: str, before: str, after: str, text: Phrase) ->
 
 
 def _update(cluster: Cluster, node: Node, imported: ImportedNode, now, change: InventoryChange) -> None:
+    before = [getattr(node, name) for name in SHOWN_FIELDS]
     node.gpu_model = imported.gpu_model
     node.cpu_milli, node.memory_mib = imported.cpus * 1000, imported.memory_mib
     node.external_state = imported.external_state[:100]
@@ -194,7 +201,9 @@ def _update(cluster: Cluster, node: Node, imported: ImportedNode, now, change: I
             and node.health_source == CLUSTER_SOURCE:
         text = Phrase(UP, {"scheduler": _scheduler(cluster), "state": imported.external_state})
         _set_health(node, Health.HEALTHY, text, now, change)
-    node.save(update_fields=NODE_FIELDS)
+    if [getattr(node, name) for name in SHOWN_FIELDS] != before:
+        change.changed = True
+        node.save(update_fields=NODE_FIELDS)
 
 
 def _apply_admin_state(cluster: Cluster, node: Node, wanted: str, reason: str, now,
@@ -258,7 +267,8 @@ def _gone(cluster: Cluster, node: Node, now, change: InventoryChange) -> None:
     node.save(update_fields=NODE_FIELDS)
 
 
-def _replace_outside_work(cluster: Cluster, nodes: dict[str, Node], holds: list[ImportedHold], now) -> int:
+def _replace_outside_work(cluster: Cluster, nodes: dict[str, Node], holds: list[ImportedHold], now,
+                          change: InventoryChange) -> int:
     """The cluster's outside work becomes exactly ``holds`` (on nodes it has); the nodes whose held GPUs changed
     are announced, so that a pass may use GPUs outside work gave back."""
     before = {(row.node_id, row.external_id, tuple(row.gpu_indices))
@@ -276,6 +286,7 @@ def _replace_outside_work(cluster: Cluster, nodes: dict[str, Node], holds: list[
     OutsideWork.objects.bulk_create(rows.values())
     after = {(row.node_id, row.external_id, tuple(row.gpu_indices)) for row in rows.values()}
     by_id = {node.pk: node for node in nodes.values()}
+    change.changed |= before != after
     for node_id in sorted({key[0] for key in before ^ after}):
         if node_id in by_id:
             signals.capacity_changed.send(sender=Node, node=by_id[node_id], actor=None, job_note="")

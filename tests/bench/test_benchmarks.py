@@ -56,7 +56,7 @@ def test_replay_trace(tmp_path):
 
 
 def test_bench_portal():
-    figures = run("bench_portal", "--clients", "2", "--seconds", "2.5", "--jobs", "20", "--web-workers", "2")
+    figures = run("bench_portal", "--clients", "2", "--seconds", "1", "--jobs", "20", "--web-workers", "2")
     names = [page["name"] for page in figures["pages"]]
     assert names == ["dashboard", "job_list", "job_page", "api_job_list", "api_submit"]
     for page in figures["pages"]:

@@ -279,18 +279,21 @@ class SlurmCluster:
     def stop(self) -> None:
         with contextlib.suppress(Exception):
             self.cancel_all()
-        order = ["slurmrestd", *[n for n in self.processes if n.startswith("slurmd-")], "slurmctld", "slurmdbd",
-                 "mariadbd", "munged"]
-        for name in order:
-            process = self.processes.get(name)
-            if process is None or process.poll() is not None:
-                continue
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+        # each tier at once (the REST server and the node daemons, then the controller, then accounting, its
+        # database and munge): a daemon takes about two seconds to stop, and they need not wait for one another
+        tiers = [["slurmrestd", *[n for n in self.processes if n.startswith("slurmd-")]], ["slurmctld"], ["slurmdbd"],
+                 ["mariadbd", "munged"]]
+        for tier in tiers:
+            running = [self.processes[name] for name in tier
+                       if name in self.processes and self.processes[name].poll() is None]
+            for process in running:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=5)
+                    os.killpg(process.pid, signal.SIGTERM)
+            for process in running:
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                    process.wait(timeout=5)
         shutil.rmtree(self.root, ignore_errors=True)

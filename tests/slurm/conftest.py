@@ -5,6 +5,7 @@ of jobs after each test. A machine without Slurm's daemons fails here, loudly: `
 import pytest
 
 from tests.slurm.servers import SlurmCluster, missing_binaries
+from tests.slurm.world import slurm_lab
 
 
 @pytest.fixture(scope="session")
@@ -24,3 +25,9 @@ def slurm_clean(slurm):
     every GPU free, whatever this one drained)."""
     yield slurm
     slurm.reset()
+
+
+@pytest.fixture
+def lab(world, slurm_clean):
+    """The portal's world on the Slurm cluster (``world.slurm_lab``), every job cancelled after the test."""
+    return slurm_lab(world, slurm_clean)

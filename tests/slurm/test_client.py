@@ -1,7 +1,6 @@
 """The Slurm client against a real slurmrestd: versions, nodes and their flags, submits judged by the job id,
 tokens the portal signs, a refused token, and slurmdb's record of a job."""
 
-import time
 
 import pytest
 
@@ -9,6 +8,7 @@ from fleet.models import Cluster, ExecutorKind
 from scheduling.executors.slurm import tokens
 from scheduling.executors.slurm.client import SlurmClient, SlurmError
 from tests.slurm.servers import NODES
+from tests.slurm.world import wait_for
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -17,16 +17,6 @@ def cluster_of(slurm, **fields) -> Cluster:
     """An unsaved Cluster row pointing at the test cluster: the client needs no database."""
     return Cluster(**{"name": "slurm-test", "executor": ExecutorKind.SLURM, "slurm_url": slurm.url,
                       "slurm_jwt_key_file": str(slurm.jwt_key), "slurm_user": "root", **fields})
-
-
-def wait_for(read, until, seconds=15.0):
-    """Read again until ``until`` holds (Slurm's scheduler works in its own time); the last value either way."""
-    deadline = time.monotonic() + seconds
-    value = read()
-    while not until(value) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        value = read()
-    return value
 
 
 @pytest.fixture(autouse=True)

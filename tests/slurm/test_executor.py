@@ -5,25 +5,13 @@ shared output directory), cancelled from the portal or in Slurm, and ended truly
 import time
 from dataclasses import replace
 
-import pytest
-
 from scheduling import lifecycle
 from scheduling.executors import executor_for
 from scheduling.executors.slurm.client import SlurmClient
 from scheduling.executors.slurm.follow import Follower
 from scheduling.jobs import actions
 from scheduling.models import FailureCategory, Job, JobEvent, JobStatus
-from tests.slurm.world import follow_until, slurm_lab, submit
-
-
-@pytest.fixture
-def lab(world, slurm_clean):
-    return slurm_lab(world, slurm_clean)
-
-
-def scontrol_fields(slurm, slurm_id) -> dict:
-    text = slurm.scontrol("show", "job", str(slurm_id))
-    return dict(part.split("=", 1) for part in text.split() if "=" in part)
+from tests.slurm.world import follow_until, scontrol_fields, submit
 
 
 def test_dispatch_pinned_runs_and_succeeds_with_its_log(lab, slurm_clean):

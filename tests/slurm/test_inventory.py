@@ -4,7 +4,6 @@ job submitted to Slurm directly holding GPUs outside the portal (``/api/nodes/``
 
 import io
 import json
-import time
 from importlib import import_module
 
 import pytest
@@ -18,6 +17,7 @@ from scheduling.executors.slurm.inventory import holds_of, import_inventory, mod
 from scheduling.executors.slurm.script import comment_for
 from scheduling.executors.slurm.shapes import SlurmJob
 from tests.slurm.servers import NODES, free_port
+from tests.slurm.world import wait_for
 
 NAME = "hpc"
 
@@ -36,15 +36,6 @@ def connect(slurm, *extra) -> dict:
     call_command("connect_slurm", NAME, "--url", slurm.url, "--jwt-key-file", str(slurm.jwt_key), "--user", "root",
                  *extra, stdout=out)
     return json.loads(out.getvalue())
-
-
-def wait_for(read, until, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    value = read()
-    while not until(value) and time.monotonic() < deadline:
-        time.sleep(0.1)
-        value = read()
-    return value
 
 
 def test_connect_slurm_imports_nodes_gpus_and_models(slurm, world):
@@ -107,7 +98,8 @@ def test_a_job_submitted_to_slurm_directly_holds_gpus_outside_the_portal(slurm_c
     cluster = Cluster.objects.get(name=NAME)
     job_id = slurm_clean.sbatch("--gres=gpu:h100:2", "-w", "sx-h100-1", "-o", "/dev/null", "--chdir=/tmp",
                                 "-J", "direct", "--wrap", "sleep 3", user="daemon")
-    state = wait_for(lambda: slurm_clean.scontrol("show", "job", job_id), lambda text: "JobState=RUNNING" in text)
+    state = wait_for(lambda: slurm_clean.scontrol("show", "job", job_id), lambda text: "JobState=RUNNING" in text,
+                     seconds=10)
     assert "JobState=RUNNING" in state
     assert import_inventory(cluster).change.outside_work == 1
     work = OutsideWork.objects.get(cluster=cluster)

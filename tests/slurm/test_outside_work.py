@@ -4,27 +4,16 @@ it ends and the inventory sees it gone, the waiting job is placed, dispatched an
 
 import time
 
-import pytest
-
 from fleet.models import OutsideWork
 from scheduling.executors.slurm.inventory import import_inventory
 from scheduling.models import Job, JobStatus, WaitReason
 from scheduling.passes.scheduler import run_pass
-from tests.slurm.world import PORTAL_NODES, follow_until, slurm_lab, submit
+from tests.slurm.world import PORTAL_NODES, follow_until, submit, wait_for
 
 
-@pytest.fixture
-def lab(world, slurm_clean):
-    return slurm_lab(world, slurm_clean)
-
-
-def running(slurm, job_id: str, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while "JobState=RUNNING" not in slurm.scontrol("show", "job", job_id):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
+def running(slurm, job_id: str) -> bool:
+    return "JobState=RUNNING" in wait_for(lambda: slurm.scontrol("show", "job", job_id),
+                                          lambda text: "JobState=RUNNING" in text, seconds=10)
 
 
 def test_outside_work_holds_its_gpus_until_it_ends_then_the_portal_job_runs(lab, slurm_clean, client):

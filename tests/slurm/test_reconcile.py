@@ -7,7 +7,6 @@ the report."""
 import time
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 
 from fleet.models import GPU, OutsideWork
@@ -17,14 +16,9 @@ from scheduling.executors.slurm.follow import Follower, followed_jobs
 from scheduling.executors.slurm.inventory import import_inventory
 from scheduling.models import JobAllocation, JobEvent, JobStatus
 from scheduling.passes.reconcile import reconcile
-from tests.slurm.world import PORTAL_NODES, follow_until, slurm_lab, submit
+from tests.slurm.world import PORTAL_NODES, follow_until, submit
 
 LATER = timedelta(minutes=30)  # past every bound of the reconciler
-
-
-@pytest.fixture
-def lab(world, slurm_clean):
-    return slurm_lab(world, slurm_clean)
 
 
 def settled(client: SlurmClient, slurm_id: int) -> str:

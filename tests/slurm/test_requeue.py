@@ -9,17 +9,7 @@ import pytest
 from scheduling.executors.slurm.client import SlurmClient
 from scheduling.executors.slurm.follow import sync_cluster
 from scheduling.models import FailureCategory, JobStatus
-from tests.slurm.world import follow_until, slurm_lab, submit
-
-
-@pytest.fixture
-def lab(world, slurm_clean):
-    return slurm_lab(world, slurm_clean)
-
-
-def scontrol_fields(slurm, slurm_id) -> dict:
-    text = slurm.scontrol("show", "job", str(slurm_id))
-    return dict(part.split("=", 1) for part in text.split() if "=" in part)
+from tests.slurm.world import follow_until, scontrol_fields, submit
 
 
 def test_a_job_slurm_requeues_is_cancelled_there_and_retried_by_the_portal(lab, slurm_clean):

@@ -52,3 +52,19 @@ def follow_until(job: Job, statuses, seconds: float = 20.0) -> Job:
         if job.status in statuses or time.monotonic() > deadline:
             return job
         time.sleep(0.2)
+
+
+def wait_for(read, until, seconds: float = 15.0):
+    """Read again until ``until`` holds (Slurm's scheduler works in its own time); the last value either way."""
+    deadline = time.monotonic() + seconds
+    value = read()
+    while not until(value) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        value = read()
+    return value
+
+
+def scontrol_fields(slurm, slurm_id) -> dict:
+    """A job's fields as ``scontrol show job`` prints them (what Slurm was told, read by Slurm's own client)."""
+    text = slurm.scontrol("show", "job", str(slurm_id))
+    return dict(part.split("=", 1) for part in text.split() if "=" in part)

@@ -17,6 +17,7 @@ from scheduling.executors.slurm.shapes import (
     SlurmProblem,
     gpu_indices,
     hostlist,
+    split_top,
 )
 
 # "gpu:h100:8", "gpu:8", "gpu:h100:3(IDX:0-2)", "gpu:h100:8(S:0-1)"
@@ -24,18 +25,8 @@ _GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)(?:\((?:S:[^)]*|ID
 
 
 def _gres_items(text: str) -> list[str]:
-    """Split a GRES list at the commas that separate entries (not those inside "(IDX:0,2)")."""
-    items, depth, current = [], 0, ""
-    for char in text or "":
-        depth += char == "("
-        depth -= char == ")"
-        if char == "," and depth == 0:
-            items.append(current)
-            current = ""
-        else:
-            current += char
-    items.append(current)
-    return [item.strip() for item in items if item.strip().startswith("gpu")]
+    """The GPU entries of a GRES list, split at the commas that separate entries (not those inside "(IDX:0,2)")."""
+    return [item for item in split_top(text, "()") if item.startswith("gpu")]
 
 
 def parse_gres(text: str) -> tuple[GresCount, ...]:

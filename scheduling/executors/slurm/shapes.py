@@ -16,19 +16,18 @@ def hostlist(expr: str) -> tuple[str, ...]:
     """Expand a Slurm hostlist ("sx-h100-[1-2],sx-a100-1", "n[01-03,7]") into names, in order; zero padding is
     kept because Slurm names nodes by the padded string."""
     names: list[str] = []
-    for part in _split_top(expr or ""):
+    for part in split_top(expr):
         names.extend(_expand(part))
     return tuple(names)
 
 
-def _split_top(expr: str) -> list[str]:
-    """Split at the commas outside brackets (those inside separate ranges of one name)."""
+def split_top(text: str, brackets: str = "[]") -> list[str]:
+    """Split at the commas outside ``brackets`` (a hostlist's "[1-2,4]" or a GRES entry's "(IDX:0,2)" hold
+    commas of their own); empty parts and Slurm's "(null)" are left out."""
+    opening, closing = brackets
     parts, depth, current = [], 0, ""
-    for char in expr.strip():
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
+    for char in (text or "").strip():
+        depth += (char == opening) - (char == closing)
         if char == "," and depth == 0:
             parts.append(current)
             current = ""

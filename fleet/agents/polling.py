@@ -1,8 +1,9 @@
 """Polling node agents and turning their snapshots into inventory, readings and health.
 
-``poll_agents()`` fetches every agent's ``/v1/snapshot`` concurrently (a bounded thread pool), then
-applies all results in one transaction: readings in bulk, inventory changes, health steps with a
-``NodeEvent`` for each change, and hardware-fault evidence on the running jobs that are hit.
+``poll_agents()`` fetches every agent's ``/v1/snapshot`` concurrently (``_PollLoop``: one thread, non-blocking
+sockets on one selector, at most ``POLL_WORKERS`` at once), then applies all results in one transaction:
+readings in bulk, inventory changes, health steps with a ``NodeEvent`` for each change, and hardware-fault
+evidence on the running jobs that are hit.
 
 One bad agent must not stall anyone, so each fetch has a *total* deadline (``POLL_TIMEOUT_SECONDS`` for
 connecting, TLS, request and the whole answer: an agent dripping a byte a second is cut off like a silent
@@ -27,15 +28,20 @@ lacks enters it (``catalogue.note_model``) with its vendor and memory the first 
 
 from __future__ import annotations
 
+import collections
+import errno
 import http.client
 import io
+import ipaddress
 import json
 import logging
+import os
+import selectors
 import socket
 import ssl
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -52,7 +58,7 @@ from fleet.agents import tokens as agent_tokens
 from fleet.models import GPU, AcceleratorModel, ExecutorKind, FaultKind, GpuReading, Node, NodeEvent, NodeReading
 from fleet.vendors import DEFAULT_VENDOR, VENDORS, vendor_or_default
 from gpuportal.observability import telemetry
-from gpuportal.storage.db import update_grouped
+from gpuportal.storage.db import bulk_insert, update_grouped
 from gpuportal.text import phrases
 from gpuportal.text.phrases import Clauses, Phrase
 from nodeagent.agent import Agent
@@ -86,94 +92,242 @@ class PollReport:
     ran: bool = True
 
 
-class _DeadlineReader(io.RawIOBase):
-    """Socket reads that all end by one deadline: each read waits at most for the time left, so an agent
-    dripping one byte every second cannot stretch a poll past ``POLL_TIMEOUT_SECONDS`` (a per-read timeout
-    alone would let it run for ever)."""
+class _FakeSocket:
+    """What ``http.client.HTTPResponse`` reads a complete answer from: the bytes already received."""
 
-    def __init__(self, sock, deadline: float):
-        super().__init__()
-        # a socket file keeps the descriptor open after http.client closes the connection (HTTP/1.0 answers)
-        self._sock, self._raw, self._deadline = sock, sock.makefile("rb", buffering=0), deadline
+    def __init__(self, data: bytes):
+        self._data = data
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("poll deadline passed")
-        self._sock.settimeout(left)
-        return self._raw.readinto(buffer)
-
-    def close(self) -> None:
-        self._raw.close()
-        super().close()
+    def makefile(self, *args, **kwargs):
+        return io.BytesIO(self._data)
 
 
-class _DeadlineSocket:
-    """Wraps the connected (and, for https, handshaken) socket so that ``http.client`` reads and writes
-    through the deadline; everything else goes to the socket itself."""
+@dataclass
+class _Fetch:
+    """One agent's fetch in the poll loop: where it stands, what is left to send, what has arrived."""
 
-    def __init__(self, sock, deadline: float):
-        self._sock, self._deadline = sock, deadline
-
-    def __getattr__(self, name):
-        return getattr(self._sock, name)
-
-    def sendall(self, data) -> None:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("poll deadline passed")
-        self._sock.settimeout(left)  # sendall's timeout bounds the whole call
-        self._sock.sendall(data)
-
-    def makefile(self, mode="rb", *args, **kwargs):
-        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
-
-
-class _DeadlineMixin:
-    """Connect with the time left, to the addresses checked for this poll only; the TLS handshake is bounded as
-    a whole by the socket timeout.
-
-    ``http.client`` would resolve the host name again as it connects, and could be told another address than
-    the one just checked (DNS rebinding); here it connects to ``addresses`` instead, while the Host header and
-    the TLS server name (and so the certificate check) still come from the URL's host."""
-
+    node_id: int
+    host: str
+    port: int
+    request: bytes
+    tls: bool
+    addresses: list
+    started: float = 0.0
     deadline: float = 0.0
-    addresses: tuple = ()
+    sock: socket.socket | None = None
+    stage: str = "connect"  # connect, handshake, send, receive
+    error: OSError | None = None
+    received: bytearray = field(default_factory=bytearray)
+    header_end: int = -1
+    head: http.client.HTTPResponse | None = None
 
-    def connect(self):
-        self.timeout = max(self.deadline - time.monotonic(), 0.001)
-        self._create_connection = self._connect_checked
-        super().connect()
-        self.sock = _DeadlineSocket(self.sock, self.deadline)
 
-    def _connect_checked(self, host_port, timeout=None, source_address=None):
-        """The first of ``addresses`` that accepts, each tried with the time left (as ``socket.create_connection``
-        tries every address of a name)."""
-        port, error = host_port[1], None
-        for address in self.addresses:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("poll deadline passed")
+class _Done(Exception):  # noqa: N818 - a signal inside the loop, not an error
+    """Raised inside the loop when a fetch has ended, with its snapshot or its PollError."""
+
+    def __init__(self, outcome):
+        super().__init__()
+        self.outcome = outcome
+
+
+_HEADER_LIMIT = 64 * 1024  # as http.client's own limit on a header line
+
+
+class _PollLoop:
+    """Every agent's fetch in one thread, over one selector.
+
+    Each fetch has its own *total* deadline, counted from the moment it gets one of the ``workers`` slots, for
+    connecting, TLS, request and the whole answer: an agent dripping a byte a second is cut off like a silent one.
+    The loop keeps the deadlines itself: it waits in ``select`` until the earliest one and ends every fetch whose
+    deadline has passed. Sockets stay non-blocking, so no read or write ever waits; the thread pool the poller had
+    before spent more on a timeout per read, a thread switch per answer and the interpreter lock among 64 threads
+    than on the answers themselves (see docs/accelerators.md, "Benchmark").
+
+    The answer is read until ``Content-Length`` bytes of body or the end of the connection (the request says
+    ``Connection: close``), then parsed by ``http.client`` as it would have parsed it from the socket."""
+
+    def __init__(self, timeout: float, max_bytes: int, workers: int, context: ssl.SSLContext | None):
+        self.timeout, self.max_bytes, self.workers, self.context = timeout, max_bytes, workers, context
+        self.selector = selectors.DefaultSelector()
+        self.active: dict[int, _Fetch] = {}  # by id()
+        self.outcomes: dict[int, tuple[dict | PollError, float]] = {}
+
+    def run(self, fetches: list[_Fetch]) -> dict[int, tuple[dict | PollError, float]]:
+        waiting = collections.deque(fetches)
+        try:
+            while waiting or self.active:
+                while waiting and len(self.active) < self.workers:
+                    self._start(waiting.popleft())
+                if not self.active:
+                    continue
+                now = time.monotonic()
+                wait = max(min(f.deadline for f in self.active.values()) - now, 0)
+                for key, _events in self.selector.select(wait):
+                    fetch = key.data
+                    if id(fetch) in self.active:
+                        self._guarded(fetch, self._advance)
+                now = time.monotonic()
+                for fetch in [f for f in self.active.values() if f.deadline <= now]:
+                    self._end(fetch, PollError(f"no answer within {self.timeout:g} s"))
+        finally:
+            for fetch in list(self.active.values()):
+                self._end(fetch, PollError("the poll cycle ended"))
+            self.selector.close()
+        return self.outcomes
+
+    # -- the steps of one fetch ------------------------------------------------------------------------
+    def _start(self, fetch: _Fetch) -> None:
+        fetch.started = time.monotonic()
+        fetch.deadline = fetch.started + self.timeout
+        self.active[id(fetch)] = fetch
+        self._guarded(fetch, self._connect_next)
+
+    def _guarded(self, fetch: _Fetch, step) -> None:
+        """Run one step of ``fetch``; any way it ends is recorded as its outcome."""
+        try:
+            step(fetch)
+        except _Done as done:
+            self._end(fetch, done.outcome)
+        except ssl.SSLError as exc:  # before OSError: an SSLError is one
+            self._end(fetch, PollError(f"cannot reach the agent: {exc}"))
+        except OSError as exc:
+            self._end(fetch, PollError(f"cannot reach the agent: {exc}"))
+
+    def _connect_next(self, fetch: _Fetch) -> None:
+        """Connect to the next of the addresses checked for this poll (as ``socket.create_connection`` tries
+        every address of a name)."""
+        while fetch.addresses:
+            address = fetch.addresses.pop(0)
             sock = socket.socket(socket.AF_INET6 if address.version == 6 else socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            code = sock.connect_ex((str(address), fetch.port))
+            if code in (0, errno.EINPROGRESS):
+                fetch.sock, fetch.stage = sock, "connect"
+                self.selector.register(sock, selectors.EVENT_WRITE, fetch)
+                return
+            sock.close()
+            fetch.error = OSError(code, os.strerror(code))
+        raise fetch.error or OSError("no address to connect to")
+
+    def _advance(self, fetch: _Fetch) -> None:
+        if fetch.stage == "connect":
+            code = fetch.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                fetch.error = OSError(code, os.strerror(code))
+                self._close(fetch)
+                return self._connect_next(fetch)
+            fetch.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if fetch.tls:
+                self.selector.unregister(fetch.sock)  # wrapping takes the descriptor over
+                fetch.sock = self.context.wrap_socket(fetch.sock, server_hostname=fetch.host,
+                                                      do_handshake_on_connect=False)
+                self.selector.register(fetch.sock, selectors.EVENT_WRITE, fetch)
+                fetch.stage = "handshake"
+            else:
+                fetch.stage = "send"
+        if fetch.stage == "handshake":
             try:
-                sock.settimeout(left)
-                sock.connect((str(address), port))
-                return sock
-            except OSError as exc:
-                sock.close()
-                error = exc
-        raise error or OSError("no address to connect to")
+                fetch.sock.do_handshake()
+            except ssl.SSLWantReadError:
+                return self.selector.modify(fetch.sock, selectors.EVENT_READ, fetch)
+            except ssl.SSLWantWriteError:
+                return self.selector.modify(fetch.sock, selectors.EVENT_WRITE, fetch)
+            fetch.stage = "send"
+        if fetch.stage == "send":
+            try:
+                sent = fetch.sock.send(fetch.request)
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                return self.selector.modify(fetch.sock, selectors.EVENT_WRITE, fetch)
+            fetch.request = fetch.request[sent:]
+            if fetch.request:
+                return self.selector.modify(fetch.sock, selectors.EVENT_WRITE, fetch)
+            fetch.stage = "receive"
+            return self.selector.modify(fetch.sock, selectors.EVENT_READ, fetch)
+        self._receive(fetch)
 
+    def _receive(self, fetch: _Fetch) -> None:
+        while True:
+            try:
+                chunk = fetch.sock.recv(65536)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                # back to waiting for data: a TLS read that wanted to write (a renegotiation, a key update)
+                # switched to writable, which is always ready and would spin until the deadline
+                return self.selector.modify(fetch.sock, selectors.EVENT_READ, fetch)
+            except ssl.SSLWantWriteError:
+                return self.selector.modify(fetch.sock, selectors.EVENT_WRITE, fetch)
+            if not chunk:
+                raise _Done(self._parse(fetch))
+            fetch.received += chunk
+            self._check_size(fetch)
+            if fetch.head and fetch.head.length is not None and \
+                    len(fetch.received) - fetch.header_end >= fetch.head.length:
+                raise _Done(self._parse(fetch))
+            if not (fetch.tls and fetch.sock.pending()):
+                return
 
-class _HTTPConnection(_DeadlineMixin, http.client.HTTPConnection):
-    pass
+    def _check_size(self, fetch: _Fetch) -> None:
+        """Refuse an answer over ``max_bytes`` as soon as it says so or grows past it."""
+        if fetch.header_end < 0:
+            end = fetch.received.find(b"\r\n\r\n")
+            if end < 0:
+                if len(fetch.received) > _HEADER_LIMIT:
+                    raise _Done(PollError("bad HTTP answer: headers longer than 64 KiB"))
+                return
+            fetch.header_end = end + 4
+            head = http.client.HTTPResponse(_FakeSocket(bytes(fetch.received[:fetch.header_end])))
+            try:
+                head.begin()
+            except (http.client.HTTPException, ValueError) as exc:
+                raise _Done(PollError(f"bad HTTP answer: {exc!r}")) from exc
+            fetch.head = head
+            if head.length is not None and head.length > self.max_bytes:
+                raise _Done(PollError(self._too_big()))
+        framing = 0 if fetch.head.length is not None else 1024  # a chunked answer's framing may add a little
+        if len(fetch.received) - fetch.header_end > self.max_bytes + framing:
+            raise _Done(PollError(self._too_big()))
 
+    def _too_big(self) -> str:
+        return f"the answer is larger than the limit of {self.max_bytes} bytes (AGENTS['MAX_SNAPSHOT_BYTES'])"
 
-class _HTTPSConnection(_DeadlineMixin, http.client.HTTPSConnection):
-    pass
+    def _parse(self, fetch: _Fetch) -> dict | PollError:
+        """The snapshot in the answer received so far, or why there is none. An answer with a length whose
+        head was parsed already is cut from the bytes; any other goes through ``http.client`` whole."""
+        head = fetch.head
+        if head is not None and head.length is not None and len(fetch.received) - fetch.header_end >= head.length:
+            response, body = head, bytes(fetch.received[fetch.header_end:fetch.header_end + head.length])
+        else:
+            response = http.client.HTTPResponse(_FakeSocket(bytes(fetch.received)))
+            try:
+                response.begin()
+                body = response.read()
+            except http.client.HTTPException as exc:
+                return PollError(f"bad HTTP answer: {exc!r}")
+            except OSError as exc:  # http.client's RemoteDisconnected: the agent hung up without an answer
+                return PollError(f"cannot reach the agent: {exc}")
+        if len(body) > self.max_bytes:
+            return PollError(self._too_big())
+        if response.status == 401:
+            return PollError("the agent refused the token (401); issue a new token and restart the agent")
+        if response.status != 200:
+            return PollError(f"HTTP {response.status}: {body[:200].decode(errors='replace')}")
+        try:
+            return validate_snapshot(json.loads(body))
+        except (ValueError, UnicodeDecodeError) as exc:
+            return PollError(f"invalid snapshot: {exc}")
+        except RecursionError:  # nested deeper than the parser goes: one agent's answer, not the cycle's end
+            return PollError("invalid snapshot: nested too deeply")
+
+    def _close(self, fetch: _Fetch) -> None:
+        if fetch.sock is not None:
+            with suppress(KeyError, ValueError):
+                self.selector.unregister(fetch.sock)
+            fetch.sock.close()
+            fetch.sock = None
+
+    def _end(self, fetch: _Fetch, outcome) -> None:
+        self._close(fetch)
+        del self.active[id(fetch)]
+        self.outcomes[fetch.node_id] = (outcome, time.monotonic() - fetch.started)
 
 
 @lru_cache(maxsize=4)
@@ -183,54 +337,86 @@ def _tls_context(ca_file: str) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_file or None)
 
 
-def fetch_snapshot(url: str, token: str, timeout: float, max_bytes: int | None = None) -> dict:
-    """GET the agent's snapshot within ``timeout`` seconds in all and at most ``max_bytes`` of body.
+def _prepare(node: Node, addresses: dict) -> _Fetch:
+    """The fetch of ``node``'s snapshot, to the addresses checked for its host in this cycle; PollError when the
+    URL or its host may not be polled.
 
-    Both limits exist so that one broken or hostile agent costs one pool thread for ``timeout`` seconds
-    and a bounded amount of memory, never a worker process: the cycle's length stays predictable."""
-    max_bytes = max_bytes or settings.AGENTS["MAX_SNAPSHOT_BYTES"]
-    parts = urlsplit(url)
+    ``http.client`` would resolve the host name again as it connects, and could be told another address than
+    the one just checked (DNS rebinding); the loop connects to the checked addresses only, while the Host header
+    and the TLS server name (and so the certificate check) still come from the URL's host."""
+    parts = urlsplit(node.agent_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PollError(f"agent URL {url!r} is not http(s)")
-    deadline = time.monotonic() + timeout
-    addresses = checked_addresses(parts.hostname)
-    if parts.scheme == "https":
-        context = _tls_context(settings.AGENTS.get("CA_FILE", ""))
-        connection = _HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context)
-    else:
-        connection = _HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-    connection.deadline, connection.addresses = deadline, addresses
-    too_big = f"the answer is larger than the limit of {max_bytes} bytes (AGENTS['MAX_SNAPSHOT_BYTES'])"
-    try:
-        connection.request("GET", parts.path.rstrip("/") + "/v1/snapshot",
-                           headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
-        response = connection.getresponse()
-        if response.length is not None and response.length > max_bytes:
-            raise PollError(too_big)
-        body = response.read(max_bytes + 1)
-        if len(body) > max_bytes:
-            raise PollError(too_big)
-    except TimeoutError as exc:
-        raise PollError(f"no answer within {timeout:g} s") from exc
-    except OSError as exc:
-        if time.monotonic() >= deadline:
-            raise PollError(f"no answer within {timeout:g} s") from exc
-        raise PollError(f"cannot reach the agent: {exc}") from exc
-    except http.client.HTTPException as exc:
-        raise PollError(f"bad HTTP answer: {exc!r}") from exc
-    finally:
-        connection.close()
-    if response.status == 401:
-        raise PollError("the agent refused the token (401); issue a new token and restart the agent")
-    if response.status != 200:
-        raise PollError(f"HTTP {response.status}: {body[:200].decode(errors='replace')}")
-    try:
-        return validate_snapshot(json.loads(body))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise PollError(f"invalid snapshot: {exc}") from exc
+        raise PollError(f"agent URL {node.agent_url!r} is not http(s)")
+    checked = addresses[parts.hostname]
+    if isinstance(checked, PollError):
+        raise checked
+    try:  # a URL this cannot send (a bad port, a path outside Latin-1) fails its own node, never the cycle
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        netloc = parts.netloc.rpartition("@")[2]
+        if not netloc.isascii():  # a name outside ASCII travels as IDNA, as http.client sends it
+            netloc = parts.hostname.encode("idna").decode("ascii") + (f":{parts.port}" if parts.port else "")
+        request = (f"GET {parts.path.rstrip('/')}/v1/snapshot HTTP/1.1\r\nHost: {netloc}\r\n"
+                   f"Authorization: Bearer {agent_tokens.token_for(node)}\r\nAccept: application/json\r\n"
+                   "Accept-Encoding: identity\r\nConnection: close\r\n\r\n").encode("latin-1")
+    except (ValueError, UnicodeError) as exc:
+        raise PollError(f"agent URL {node.agent_url!r} cannot be requested: {exc}") from exc
+    return _Fetch(node.pk, parts.hostname, port, request, parts.scheme == "https", list(checked))
 
 
-def checked_addresses(host: str) -> tuple:
+def fetch_snapshots(nodes: list[Node], timeout: float, workers: int,
+                    max_bytes: int | None = None) -> list[PollResult]:
+    """GET every node's snapshot, each within ``timeout`` seconds in all and at most ``max_bytes`` of body,
+    at most ``workers`` at once.
+
+    Both limits exist so that one broken or hostile agent costs one slot for ``timeout`` seconds and a bounded
+    amount of memory, never a worker process: the cycle's length stays predictable. Each distinct host is
+    resolved once for the cycle, names in a small thread pool (a resolver may be slow), literals at once; a name
+    still unresolved after ``timeout`` fails its agents, so a cycle lasts at most two timeouts."""
+    max_bytes = max_bytes or settings.AGENTS["MAX_SNAPSHOT_BYTES"]
+    hosts = {urlsplit(n.agent_url).hostname or "" for n in nodes}
+    allowed = networks.agent_networks()
+
+    def check(host: str) -> tuple | PollError:
+        try:
+            return checked_addresses(host, allowed)
+        except PollError as exc:
+            return exc
+
+    names = [h for h in hosts if not _is_literal(h)]
+    addresses = {h: check(h) for h in hosts if _is_literal(h)}
+    if names:  # a resolver that does not answer within ``timeout`` fails its hosts' agents, not the cycle
+        pool = ThreadPoolExecutor(max_workers=min(workers, len(names)))
+        lookups = {pool.submit(check, name): name for name in names}
+        done, _late = wait(lookups, timeout=timeout)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for future, name in lookups.items():
+            addresses[name] = future.result() if future in done else PollError(
+                f"the agent's host {name} did not resolve within {timeout:g} s")
+    results, fetches = [], []
+    for node in nodes:
+        try:
+            fetches.append(_prepare(node, addresses))
+        except PollError as exc:
+            results.append(PollResult(node.pk, error=str(exc)))
+    context = _tls_context(settings.AGENTS.get("CA_FILE", "")) if any(f.tls for f in fetches) else None
+    outcomes = _PollLoop(timeout, max_bytes, workers, context).run(fetches)
+    for node_id, (outcome, seconds) in outcomes.items():
+        if isinstance(outcome, PollError):
+            results.append(PollResult(node_id, error=str(outcome), seconds=seconds))
+        else:
+            results.append(PollResult(node_id, snapshot=outcome, seconds=seconds))
+    return results
+
+
+def _is_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def checked_addresses(host: str, allowed: list | None = None) -> tuple:
     """The addresses of the agent's host, resolved once for this poll, each checked as registration checks
     them (``networks.address_problem``); PollError, before anything is contacted, when one may not be.
 
@@ -239,7 +425,7 @@ def checked_addresses(host: str) -> tuple:
     addresses = networks.resolve(host)
     if not addresses:
         raise PollError(f"the agent's host {host} does not resolve")
-    allowed = networks.agent_networks()
+    allowed = networks.agent_networks() if allowed is None else allowed
     for address in addresses:
         if problem := networks.address_problem(address, allowed):
             raise PollError(f"not polled: the agent's host {host} resolves to {address}. {problem}")
@@ -293,23 +479,14 @@ def collect(nodes: list[Node], workers: int | None = None, timeout: float | None
     timeout = timeout or settings.AGENTS["POLL_TIMEOUT_SECONDS"]
     simulated = [n for n in nodes if not n.agent_url]
     busy = occupancy.held_gpus() if simulated else {}
-
-    def one(node: Node) -> PollResult:
+    results = []
+    for node in simulated:
         started = time.monotonic()
-        try:
-            if node.agent_url:
-                snapshot = fetch_snapshot(node.agent_url, agent_tokens.token_for(node), timeout)
-            else:
-                snapshot = _simulated_snapshot(node, busy.get(node.pk, set()))
-            return PollResult(node.pk, snapshot=snapshot, seconds=time.monotonic() - started)
-        except PollError as exc:
-            return PollResult(node.pk, error=str(exc), seconds=time.monotonic() - started)
-
+        snapshot = _simulated_snapshot(node, busy.get(node.pk, set()))
+        results.append(PollResult(node.pk, snapshot=snapshot, seconds=time.monotonic() - started))
     remote = [n for n in nodes if n.agent_url]
-    results = [one(n) for n in simulated]
     if remote:
-        with ThreadPoolExecutor(max_workers=min(workers, len(remote))) as pool:
-            results += list(pool.map(one, remote))
+        results += fetch_snapshots(remote, timeout, workers)
     return results
 
 
@@ -446,8 +623,8 @@ def apply_results(results: list[PollResult], nodes: list[Node], now=None) -> Pol
         GPU.objects.bulk_create(new_gpus)
         update_grouped(GPU, changed_gpus, ["health", "good_polls", "ecc_dbe", "ecc_sbe", "retired_pages", "last_xid"])
         GPU.objects.bulk_update(moved_gpus, ["uuid", "memory_mb"], batch_size=500)
-        GpuReading.objects.bulk_create(gpu_readings, batch_size=5000)
-        NodeReading.objects.bulk_create(node_readings, batch_size=5000)
+        bulk_insert(GpuReading, gpu_readings, batch_size=5000)  # COPY on PostgreSQL: nobody needs their ids
+        bulk_insert(NodeReading, node_readings, batch_size=5000)
         NodeEvent.objects.bulk_create(node_events)
         _note_models(reported_models)
         for category, reason, node_id, gpu_id, evidence in faults:

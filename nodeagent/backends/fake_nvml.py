@@ -171,6 +171,14 @@ class FakeNvml:
         i = self._device(handle)
         return int((70 + (self.max_power - 70) * self.load[i] / 100) * 1000)
 
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
+        self._device(handle)
+        return self.max_power * 1000
+
+    def nvmlDeviceGetEccMode(self, handle):
+        self._device(handle)
+        return [1, 1]
+
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):
         i = self._device(handle)
         now = time.monotonic()

@@ -123,6 +123,8 @@ class NvmlBackend(DeviceBackend):
         self._models[index] = nvidia_model(name)
         utilization = self._call(nvml.nvmlDeviceGetUtilizationRates, handle)
         power = self._call(nvml.nvmlDeviceGetPowerUsage, handle)
+        power_limit = self._call(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+        ecc = self._call(nvml.nvmlDeviceGetEccMode, handle)  # (current, pending); NOT_SUPPORTED on most consumer cards
         energy = self._call(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
         mig = self._call(nvml.nvmlDeviceGetMigMode, handle)
         remapped = self._call(nvml.nvmlDeviceGetRemappedRows, handle)
@@ -136,8 +138,10 @@ class NvmlBackend(DeviceBackend):
             "utilization_memory": getattr(utilization, "memory", None),
             "temperature_c": self._call(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU),
             "power_w": round(power / 1000, 1) if power is not None else None,
+            "power_limit_w": round(power_limit / 1000, 1) if power_limit is not None else None,
             "energy_j": round(energy / 1000, 1) if energy is not None else None,
             "mig_mode": mig[0] if isinstance(mig, (list, tuple)) else mig,
+            "ecc_mode": ecc[0] if isinstance(ecc, (list, tuple)) else ecc,
             "ecc_volatile_sbe": self._call(nvml.nvmlDeviceGetTotalEccErrors, handle, nvml.NVML_SINGLE_BIT_ECC,
                                            nvml.NVML_VOLATILE_ECC),
             "ecc_volatile_dbe": self._call(nvml.nvmlDeviceGetTotalEccErrors, handle, nvml.NVML_DOUBLE_BIT_ECC,

@@ -138,3 +138,54 @@ def test_tls_agent_is_polled_with_the_configured_ca(limits, settings, tmp_path):
         server.shutdown()
         server.server_close()
         agent.stop()
+
+
+def answer(sock):
+    body = b'{"gpus": []}'
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def test_stalled_agents_hold_their_own_slot_only_until_their_deadline(limits):
+    """Two slots for five agents: a dripping one, a TLS one that never finishes its handshake, and three that
+    answer. The stalled two are cut off at the deadline each, side by side (the second was reached while the
+    first still held its slot: one deadline for both, never two); the others answer in the slots left."""
+    dripping = threading.Event()
+    cut_off = threading.Event()
+    reached_while_dripping = []
+
+    def drip_until_cut_off(sock):
+        dripping.set()
+        try:
+            drip(sock)
+        except OSError:
+            pass
+        finally:
+            cut_off.set()
+
+    def stall(sock):
+        reached_while_dripping.append(dripping.is_set() and not cut_off.is_set())
+        time.sleep(5)
+
+    limits("drip", drip_until_cut_off)
+    _node, silent = limits("handshake", stall)
+    Node.objects.filter(name="handshake").update(agent_url=silent.url.replace("http://", "https://"))
+    for i in range(3):
+        limits(f"good-{i}", answer)
+    report = poll_agents(Node.objects.filter(cluster__name="edge").prefetch_related("gpus"), workers=2)
+    assert report.failed == {"drip": "no answer within 1 s", "handshake": "no answer within 1 s"}
+    assert report.answered == 3
+    assert reached_while_dripping == [True]
+
+
+def test_an_agent_url_that_cannot_be_requested_fails_its_node_only(limits):
+    """A port out of range or a path outside Latin-1 (stored before registration checked it, or by hand) is that
+    node's poll error; the other agents of the cycle are polled."""
+    limits("good", answer)
+    node, fake = limits("bad-port", answer)
+    Node.objects.filter(pk=node.pk).update(agent_url="http://127.0.0.1:99999")
+    node, _fake = limits("bad-path", answer)
+    Node.objects.filter(pk=node.pk).update(agent_url=f"{fake.url}/агент")
+    report = edge_poll()
+    assert report.answered == 1
+    assert set(report.failed) == {"bad-port", "bad-path"}
+    assert all("cannot be requested" in error for error in report.failed.values())

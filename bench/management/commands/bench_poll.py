@@ -2,11 +2,13 @@
 
 Starts ``--processes`` node-agent processes serving ``--agents`` simulated agents between them (each agent
 under its own path, each with its own token), registers them as nodes of a throw-away cluster, runs
-``--cycles`` polling cycles through the same code the Celery task runs, prints one JSON line, and removes
-everything it created. Quote the PostgreSQL figure (`DATABASE_URL=postgres://…`).
+``--cycles`` polling cycles through the same code the Celery task runs, prints one JSON line (with the machine's
+load average before and after the timed cycles), and removes everything it created. Quote the PostgreSQL figure
+(`DATABASE_URL=postgres://…`).
 """
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -73,6 +75,7 @@ class Command(BaseCommand):
             loopback = {**settings.AGENTS, "NETWORKS": [*settings.AGENTS["NETWORKS"], "127.0.0.0/8"]}
             with override_settings(AGENTS=loopback):
                 poll_agents(queryset, workers=workers, timeout=timeout)  # warm-up: connections, first counters
+                load_before = os.getloadavg()[0]
                 runs = []
                 for _ in range(cycles):
                     started = time.monotonic()
@@ -87,6 +90,8 @@ class Command(BaseCommand):
                 "fetch_seconds": statistics.median(r["fetch_seconds"] for r in runs),
                 "store_seconds": statistics.median(r["store_seconds"] for r in runs),
                 "answered": min(r["answered"] for r in runs), "cycles": runs,
+                # other work on the machine shares its cores with the agents and the poller: quote it with the figures
+                "load_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
             }
         finally:
             for proc in fleets:

@@ -1,16 +1,14 @@
 """The demo's history holds multi-node runs as a site's month does: two whole H100 nodes at once, most of them
 succeeding, and a cross-node communication failure that the diagnosis localises to a node and the retry rule
-moves away from. Like the other tests here, these read the demo's seed: they test the demo itself."""
+moves away from. Like the other tests here, these read the demo's seed: they test the demo itself (its months,
+seeded once for the session: conftest.py)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
-from demo.world import history_start, seed_history, seed_structure
 from fleet.models import Node
 from metering.acceptance import checklist as acceptance
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus
@@ -40,11 +38,7 @@ def _overlaps() -> list[str]:
     return found
 
 
-def test_a_fortnight_of_history_has_gang_placed_multi_node_runs_and_a_localised_communication_failure(
-        transactional_db):
-    world = seed_structure()
-    seed_history(world["users"], timezone.now() - timedelta(days=14))
-
+def test_the_seeded_months_have_gang_placed_multi_node_runs_and_a_localised_communication_failure(demo_months):
     multi = list(Job.objects.filter(node_count__gte=2).select_related("project__tenant")
                  .prefetch_related("allocations__gpu__node").order_by("submitted_at"))
     assert len(multi) >= 2, [job.pk for job in multi]
@@ -71,10 +65,7 @@ def test_a_fortnight_of_history_has_gang_placed_multi_node_runs_and_a_localised_
     assert not _overlaps()
 
 
-def test_the_seeded_months_show_the_multi_node_row_of_the_acceptance_checklist_present(transactional_db):
-    world = seed_structure()
-    seed_history(world["users"], history_start())
-
+def test_the_seeded_months_show_the_multi_node_row_of_the_acceptance_checklist_present(demo_months):
     (row,) = [row for row in acceptance.checklist() if row.area == "multi_node"]
     assert row.status == acceptance.Status.PRESENT, row.why
     texts = [item.text for item in row.evidence]

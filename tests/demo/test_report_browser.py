@@ -8,22 +8,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone, translation
 
-from demo.metering import seed_metering
-from demo.world import history_start, seed_history, seed_structure
 from metering.models import MonthlyReport
 from metering.reports import monthly as reports
 from tests.conftest import choose_language, login
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def demo_history(transactional_db):
-    world = seed_structure()
-    start = history_start()
-    seed_history(world["users"], start)
-    seed_metering(start)
-    return world
 
 
 #: The daily chart's x tick labels, the legend's and the plot's boxes, and whether plotly drew its tool bar.
@@ -48,7 +37,7 @@ def _added(text: str) -> set[int]:
     return {int(n.replace(",", "")) for n in re.findall(r"add ([\d,]+)", text)}
 
 
-def test_dave_sees_the_charts_and_downloads_csv(page, live_server, demo_history):
+def test_dave_sees_the_charts_and_downloads_csv(page, live_server, demo_months):
     last_month = (timezone.localdate().replace(day=1) - timedelta(days=1)).strftime("%Y-%m")
     page.set_viewport_size({"width": 1440, "height": 900})
     login(page, live_server.url, "dave")

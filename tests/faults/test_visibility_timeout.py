@@ -46,14 +46,18 @@ def test_a_killed_workers_pass_is_handed_to_the_next_worker_after_the_visibility
             workers.append(first)
             client.send_task("scheduling.tasks.run_scheduling_pass")
             pid = wait_for(lambda: harness.waiting_backends(watcher), 30, "the pass to block inside its apply step")[0]
+            # the next worker starts now, while the message waits out its timeout: its start-up is not added to
+            # the wait (nothing can reach it before the timeout, and the pass is reserved by the first one)
+            second = Worker("visibility-b", SETTINGS)
+            workers.append(second)
             first.kill()
             locker.rollback()
             wait_for(lambda: pid not in [p for (p,) in watcher.execute("SELECT pid FROM pg_stat_activity")], 30,
                      "the dead worker's backend to end (its transaction rolls back)")
         assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.QUEUED}  # nothing half-applied
+        assert second.received("scheduling.tasks.run_scheduling_pass") == 0  # not before the timeout ran out
 
-        second = Worker("visibility-b", SETTINGS).wait_ready()
-        workers.append(second)
+        second.wait_ready()
         # 20 s of visibility timeout and a sweep every 10 s; kombu's defaults would keep it for an hour
         wait_for(lambda: second.received("scheduling.tasks.run_scheduling_pass"), 60,
                  "the killed worker's pass to be handed out again")

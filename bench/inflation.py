@@ -54,6 +54,8 @@ from scheduling.engine.fragmentation import TaskShape, Workload
 
 POLICIES = ("random", "first-fit", "best-fit", "dot-product", "gpu-packing", "clustering", "fgd", "default")
 CURVE_STEP = 0.05
+#: The share of the pod list ``default`` is given as the site's history unless told otherwise.
+HISTORY_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,8 @@ class Placer:
     """One policy's placement over one experiment (the random policy's generator and the engine's capacity
     view live here)."""
 
-    def __init__(self, name: str, cluster: Cluster, workload: Workload, seed: int = 0):
+    def __init__(self, name: str, cluster: Cluster, workload: Workload, seed: int = 0,
+                 history: tuple[TaskShape, ...] = ()):
         if name not in POLICIES:
             raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
         self.name, self.cluster, self.workload = name, cluster, workload
@@ -203,6 +206,7 @@ class Placer:
         self.capacity = _engine_view(cluster) if name == "default" else None
         self._next_id = 0
         self._shape: TaskShape | None = None
+        self._history = history
         self._seen: list[TaskShape] = []
         self._refresh_at = 1
 
@@ -339,8 +343,8 @@ class Placer:
                          cpu_milli=shape.cpu_milli, memory_mib=shape.memory_mib,
                          accept_models=shape.models if shape.gpus else ())
         self._seen.append(shape)
-        if len(self._seen) >= self._refresh_at:  # the engine's target workload: the shapes that arrived so far
-            self.capacity.set_workload(Workload.from_tasks(self._seen))
+        if len(self._seen) >= self._refresh_at:  # the engine's target workload: the site's history and the
+            self.capacity.set_workload(Workload.from_tasks((*self._history, *self._seen)))  # shapes arrived so far
             self._refresh_at = max(len(self._seen) + 16, int(len(self._seen) * 1.25))
         placements = self.capacity.place_gang(job)
         if placements is None:
@@ -362,9 +366,9 @@ def _engine_view(cluster: Cluster) -> Capacity:
 
 
 def _run_one(name: str, nodes: tuple[NodeSnapshot, ...], sequence: list[Task], workload: Workload, seed: int,
-             curve_step: float) -> dict:
+             curve_step: float, history: tuple[TaskShape, ...] = ()) -> dict:
     cluster = Cluster(nodes)
-    placer = Placer(name, cluster, workload, seed)
+    placer = Placer(name, cluster, workload, seed, history)
     capacity = cluster.capacity_gpus
     started = time.perf_counter()
     curve: list[list[float]] = []
@@ -416,8 +420,13 @@ def _snapshot(cluster: Cluster, workload: Workload, ratio: float, failed: int) -
 
 def run(nodes_csv: str, pods_csv: str, policies: tuple[str, ...] | list[str], seed: int = 42,
         inflation: float = 1.3, order: str = "sample", node_fraction: float = 1.0, limit: int = 0,
-        curve_step: float = CURVE_STEP) -> list[dict]:
-    """Run the experiment for each of ``policies`` on one arrival sequence; one result dict per policy."""
+        curve_step: float = CURVE_STEP, history: float = HISTORY_SHARE) -> list[dict]:
+    """Run the experiment for each of ``policies`` on one arrival sequence; one result dict per policy.
+
+    ``history``: the share of the pod list, from its start in file order, that ``default`` is given as the
+    site's history (the shapes of its earlier jobs), to which it adds the shapes arrived so far; 0: the
+    arrivals alone. The arrivals are drawn as without it, so the history is a warm-up share that the site has
+    seen shapes like, not a preview of the order; ``fgd`` is given the whole list's distribution."""
     for name in policies:
         if name not in POLICIES:
             raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}, all")
@@ -425,6 +434,8 @@ def run(nodes_csv: str, pods_csv: str, policies: tuple[str, ...] | list[str], se
         raise ValueError("--inflation must be above 0")
     if order not in ("sample", "file"):
         raise ValueError("--order must be sample or file")
+    if not 0 <= history <= 1:
+        raise ValueError("--history must be in [0, 1]")
     nodes = load_nodes(nodes_csv, node_fraction)
     tasks = load_tasks(pods_csv, limit)
     if not nodes or not tasks:
@@ -432,6 +443,7 @@ def run(nodes_csv: str, pods_csv: str, policies: tuple[str, ...] | list[str], se
     capacity = sum(len(n.gpu_indices) for n in nodes)
     sequence = arrivals(tasks, capacity, inflation, seed, order)
     workload = Workload.from_tasks(t.shape for t in tasks)
+    past = tuple(t.shape for t in tasks[:int(history * len(tasks))])
     extra = {"seed": seed if order == "sample" else None, "inflation": inflation, "order": order,
-             "pods": len(tasks)}
-    return [{**_run_one(name, nodes, sequence, workload, seed, curve_step), **extra} for name in policies]
+             "pods": len(tasks), "history_tasks": len(past)}
+    return [{**_run_one(name, nodes, sequence, workload, seed, curve_step, past), **extra} for name in policies]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import heapq
 import math
+import random
 import statistics
 import time
 from collections import defaultdict
@@ -102,9 +103,15 @@ def never_fits(pod: Pod, nodes: tuple[NodeSnapshot, ...]) -> bool:
 
 
 def replay(nodes_csv: str, pods_csv: str, policy: Policy, time_scale: float = 1.0, node_fraction: float = 1.0,
-           pass_interval: float = 60.0, limit: int = 0, runtime_percentile: float = RUNTIME_PERCENTILE) -> dict:
+           pass_interval: float = 60.0, limit: int = 0, runtime_percentile: float = RUNTIME_PERCENTILE,
+           sample: float = 1.0, seed: int = 42) -> dict:
+    """``sample`` below 1 keeps that share of the pods, drawn with ``seed``: a resample of the trace that no
+    policy was tuned on (each seed a different one)."""
     nodes = load_nodes(nodes_csv, node_fraction)
     pods = load_pods(pods_csv, time_scale)
+    if sample < 1:
+        rng = random.Random(seed)
+        pods = [p for p in pods if rng.random() < sample]
     if limit:
         pods = pods[:limit]
     fit = [p for p in pods if not never_fits(p, nodes)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
+from contextlib import contextmanager
 
 from scheduling.engine.fragmentation import Workload
 from scheduling.engine.model import WHOLE, NodeSnapshot, Placement, WaitingJob
@@ -47,6 +48,9 @@ class Capacity:
         self.workload = workload
         self._scores: dict[tuple, tuple[float, int]] = {}
         self._states: dict[int, tuple] = {}
+        #: model -> node state -> order indices of the nodes in it, sorted; built at the first single-node
+        #: placement under a workload, then kept up to date (most nodes share a few states)
+        self._by_state: dict[str, dict[tuple, list[int]]] | None = None
         ordered = sorted(nodes, key=lambda n: (n.cluster, n.datacenter, n.rack, n.name, n.id))
         self.all_nodes = {n.id: n for n in ordered}
         self.order = {n.id: i for i, n in enumerate(ordered)}
@@ -70,9 +74,26 @@ class Capacity:
             bisect.insort(self.buckets[self.nodes[n].gpu_model][count], self.order[n])
         self.by_order = {i: n for n, i in self.order.items()}
         self.partial: dict[str, set[tuple[int, int]]] = defaultdict(set)  # model -> {(node, gpu)} shared GPUs
+        #: node -> (the id of the waiting job it is kept for, seconds until its GPUs are surely free for it): a
+        #: long-waiting job's node (passes.py); another job lands on it only if its max runtime ends before then.
+        #: Changed through :meth:`keep`, :meth:`unkeep` and :meth:`ignoring_kept` only (they keep the memo below
+        #: true).
+        self.kept_for: dict[int, tuple[int, float]] = {}
+        self._holders: set[int] = set()  # the ids of the jobs nodes are kept for
+        #: Shapes that found no room (Slurm's and Kueue's trick): a pass tries 100,000 jobs of a few hundred
+        #: shapes, and once a shape fits nowhere, it fits nowhere until capacity grows again — taking GPUs, CPU
+        #: or memory only ever shrinks the places a shape fits. Each entry holds the ``_version`` it failed at;
+        #: it holds while no capacity has been freed since (``_valid_since``).
+        self._no_room: dict[tuple, int] = {}
+        self._version = 0
+        self._valid_since = 0
+        #: counts every take and release: what was learned from the free capacity holds while it stays put
+        self.changes = 0
 
     # -- bookkeeping --------------------------------------------------------------------------------
     def _recount(self, node_id: int) -> None:
+        if self._by_state is not None:
+            self._file(node_id, -1)
         self._states.pop(node_id, None)
         model = self.nodes[node_id].gpu_model
         before = self.whole_count[node_id]
@@ -89,14 +110,87 @@ class Capacity:
                 self.partial[model].add(key)
             else:
                 self.partial[model].discard(key)
+        if self._by_state is not None:
+            self._file(node_id, +1)
+
+    def _file(self, node_id: int, sign: int) -> None:
+        """Add the node to (+1) or remove it from (-1) the nodes of its current state."""
+        state = self._node_state(node_id)
+        nodes = self._by_state[state[0]].setdefault(state, [])
+        if sign > 0:
+            bisect.insort(nodes, self.order[node_id])
+            return
+        del nodes[bisect.bisect_left(nodes, self.order[node_id])]
+        if not nodes:
+            del self._by_state[state[0]][state]
 
     def take(self, placements, cpu_milli: int = 0, memory_mib: int = 0) -> None:
         self._shift(placements, cpu_milli, memory_mib, -1)
 
+    def take_many(self, holdings) -> None:
+        """:meth:`take` for many (placements, CPU, memory) at once, e.g. a pass's 40,000 running jobs: what each
+        node ends with is the same, and each node is recounted once rather than once per job."""
+        self.changes += 1
+        touched = set()
+        for placements, cpu_milli, memory_mib in holdings:
+            for p in placements:
+                if p.node_id not in self.nodes:
+                    continue
+                free = self.free[p.node_id]
+                for index in p.gpu_indices:
+                    if index in free:
+                        free[index] -= p.gpu_milli
+                self.cpu[p.node_id] -= cpu_milli
+                self.mem[p.node_id] -= memory_mib
+                touched.add(p.node_id)
+        for node_id in touched:
+            self._recount(node_id)
+
     def release(self, placements, cpu_milli: int = 0, memory_mib: int = 0) -> None:
         self._shift(placements, cpu_milli, memory_mib, +1)
+        self._grown()
+
+    def _grown(self) -> None:
+        """Capacity was freed: shapes that found no room may fit now."""
+        self._version += 1
+        self._valid_since = self._version
+
+    def checkpoint(self) -> int:
+        """A mark to hand :meth:`restored` once capacity is back exactly as it is now."""
+        return self._valid_since
+
+    def restored(self, mark: int) -> None:
+        """Capacity is exactly as at ``mark`` again (a preemption search gave back every victim it freed): the
+        shapes that found no room then still find none, and so do those that found none in between — they
+        failed with at least as much free as now."""
+        self._valid_since = mark
+
+    def keep(self, node_id: int, job_id: int, seconds: float) -> None:
+        """Keep ``node_id`` for waiting job ``job_id``; others land on it only if they end within ``seconds``."""
+        self.kept_for[node_id] = (job_id, seconds)
+        self._holders.add(job_id)
+
+    def unkeep(self, job_id: int) -> None:
+        """``job_id`` no longer holds its kept node back (it was admitted)."""
+        if job_id in self._holders:
+            self.kept_for = {n: kept for n, kept in self.kept_for.items() if kept[0] != job_id}
+            self._holders.discard(job_id)
+            self._grown()
+
+    @contextmanager
+    def ignoring_kept(self):
+        """Place as if no node were kept; a shape that finds no room even so finds none with the nodes kept."""
+        kept_for, mark = self.kept_for, self._valid_since
+        self.kept_for = {}
+        self._grown()
+        try:
+            yield
+        finally:
+            self.kept_for = kept_for
+            self._valid_since = mark
 
     def _shift(self, placements, cpu_milli: int, memory_mib: int, sign: int) -> None:
+        self.changes += 1
         for p in placements:
             if p.node_id not in self.nodes:
                 continue  # a node of another cluster, or one that may take no work
@@ -113,6 +207,7 @@ class Capacity:
         shapes of the jobs the scheduler expects: its queue and its recent jobs); None: best fit only."""
         self.workload = workload
         self._scores = {}
+        self._no_room = {}
 
     # -- queries --------------------------------------------------------------------------------------
     def whole_free(self, model: str) -> int:
@@ -123,6 +218,9 @@ class Capacity:
 
     def _fits_host(self, node_id: int, job: WaitingJob) -> bool:
         if node_id in job.avoid_nodes:
+            return False
+        kept = self.kept_for.get(node_id)
+        if kept is not None and kept[0] != job.id and job.max_runtime > kept[1]:
             return False
         node = self.nodes[node_id]
         return ((not node.cpu_milli or self.cpu[node_id] >= job.cpu_milli)
@@ -145,6 +243,40 @@ class Capacity:
         """Where ``job`` would go now (without taking it), or None; only on ``models`` when given (those of its
         acceptable models its quota admits)."""
         models = job.models(self.models) if models is None else models
+        if job.id in self._holders:  # it may use its own kept node, which its shape may not: not memoised
+            return self._place(job, models)
+        shape = (tuple(models), job.gpus_per_node, job.nodes, job.gpu_milli, job.cpu_milli, job.memory_mib,
+                 job.topology, job.avoid_nodes, job.max_runtime)
+        failed = self._no_room.get(shape)
+        if failed is not None and failed >= self._valid_since:
+            return None
+        placements = self._place(job, models)
+        if placements is None:
+            self._no_room[shape] = self._version
+        return placements
+
+    def may_fit(self, job: WaitingJob, models) -> bool:
+        """False when ``job`` surely fits nowhere now: too few nodes of ``models`` have its GPUs whole and free.
+        A cheap test before a search for a placement (True says nothing)."""
+        if job.fractional:
+            return True
+        g = job.gpus_per_node
+        return sum(len(group) for m in models for count, group in self.buckets[m].items() if count >= g) >= job.nodes
+
+    def node_fits(self, node_id: int, job: WaitingJob, models) -> bool:
+        """Whether one node of ``models`` could hold ``job``'s part on it now (GPUs, CPU, memory, kept nodes).
+        Where freeing one node's capacity turned "no room" into room, the room includes that node."""
+        node = self.nodes.get(node_id)
+        if node is None or node.gpu_model not in models:
+            return False
+        if job.fractional:
+            if not any(v >= job.gpu_milli for v in self.free[node_id].values()):
+                return False
+        elif self.whole_count[node_id] < job.gpus_per_node:
+            return False
+        return self._fits_host(node_id, job)
+
+    def _place(self, job: WaitingJob, models) -> tuple[Placement, ...] | None:
         if self.workload is not None and self.placement == "pack" and job.nodes == 1:
             return self._place_by_fragmentation(job, models)
         if job.fractional:
@@ -197,27 +329,41 @@ class Capacity:
         return ALIGNMENT_WEIGHT * (g * milli / size) * (sum(free) / size)
 
     def _single_candidates(self, job: WaitingJob, models):
-        """Nodes a single-node job fits on, in best-fit order: for a share the nodes with a shared GPU it fits
-        on (fullest first), then those with a whole free GPU; else those with enough whole free GPUs, fewest
-        first. At most ``MAX_CANDIDATES`` distinct node states are scored (bounds a pass's time)."""
-        if job.fractional:
-            shared = sorted((self.free[n][gpu], self.order[n], n) for model in models
-                            for n, gpu in self.partial[model]
-                            if self.free[n][gpu] >= job.gpu_milli and self._fits_host(n, job))
-            seen = set()
-            for _free, _order, n in shared:
-                if n not in seen:
-                    seen.add(n)
-                    yield n
-            for model in models:
-                for o in self._fitting_nodes(model, 1, job):
-                    n = self.by_order[o]
-                    if n not in seen:
-                        yield n
-            return
+        """Nodes a share fits on, in best-fit order: the nodes with a shared GPU it fits on (fullest first), then
+        those with a whole free GPU."""
+        shared = sorted((self.free[n][gpu], self.order[n], n) for model in models
+                        for n, gpu in self.partial[model]
+                        if self.free[n][gpu] >= job.gpu_milli and self._fits_host(n, job))
+        seen = set()
+        for _free, _order, n in shared:
+            if n not in seen:
+                seen.add(n)
+                yield n
         for model in models:
-            for o in self._fitting_nodes(model, job.gpus_per_node, job):
-                yield self.by_order[o]
+            for o in self._fitting_nodes(model, 1, job):
+                n = self.by_order[o]
+                if n not in seen:
+                    yield n
+
+    def _whole_candidates(self, job: WaitingJob, models) -> list[int]:
+        """For whole GPUs on one node: the first node of each state that could hold the job, in best-fit order
+        (model, fewest whole free GPUs, node order) — the node a walk of every fitting node would meet first in
+        that state. A state scores alike on all its nodes, and 10,000 nodes fall in a few dozen states."""
+        if self._by_state is None:
+            self._by_state = defaultdict(dict)
+            for node_id in self.nodes:
+                self._file(node_id, +1)
+        g = job.gpus_per_node
+        found: dict[tuple, tuple[int, int, int]] = {}
+        for rank, model in enumerate(models):
+            for state, orders in self._by_state.get(model, {}).items():
+                whole = state[1].count(WHOLE)
+                if whole < g or state in found:
+                    continue
+                first = next((o for o in orders if self._fits_host(self.by_order[o], job)), None)
+                if first is not None:
+                    found[state] = (rank, whole, first)
+        return [self.by_order[o] for _rank, _whole, o in sorted(found.values())]
 
     def _place_by_fragmentation(self, job: WaitingJob, models) -> tuple[Placement, ...] | None:
         """Fragmentation gradient descent (Weng et al., ATC '23) with best-fit ties: the node (and for a share
@@ -226,7 +372,8 @@ class Capacity:
         shape = (g, job.gpu_milli, job.cpu_milli, job.memory_mib)
         best = None
         scored: set[tuple] = set()
-        for node_id in self._single_candidates(job, models):
+        candidates = self._single_candidates(job, models) if job.fractional else self._whole_candidates(job, models)
+        for node_id in candidates:
             state = self._node_state(node_id)
             if state in scored:
                 continue  # an earlier node in the same state scores the same and comes first

@@ -130,10 +130,15 @@ class Workload:
         return unusable / WHOLE
 
 
-def target_workload(waiting: Iterable, running: Iterable = ()) -> Workload | None:
-    """The workload a pass places against: the shapes of the waiting jobs (what will ask next) and of the
-    running ones (the recent history), by popularity; None without any job. Jobs are counted by their raw
-    fields first and a shape built once per distinct one: a pass sees ten thousand jobs and few shapes."""
+def target_workload(waiting: Iterable, running: Iterable = (),
+                    history: Sequence[tuple[TaskShape, float]] = ()) -> Workload | None:
+    """The workload a pass places against: the site's own recent history when it has one (``history``: the
+    shapes of the jobs submitted in its last days, with their counts — what a site asks for over days, not
+    the minute's queue); else the shapes of the waiting jobs (what will ask next) and of the running ones, by
+    popularity; None without any job. Jobs are counted by their raw fields first and a shape built once per
+    distinct one: a pass sees ten thousand jobs and few shapes."""
+    if sum(weight for _shape, weight in history) > 0:
+        return Workload(history)
     counts: Counter = Counter((j.gpus_per_node, j.gpu_milli, j.cpu_milli, j.memory_mib, j.accept_models, j.gpu_model)
                               for j in waiting)
     ran: Counter = Counter(((len(j.placements[0].gpu_indices), j.placements[0].gpu_milli) if j.placements else (0, 0),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from scheduling.engine.fragmentation import TaskShape
 from scheduling.engine.policy import Policy
 from scheduling.engine.reasons import WaitReason
 
@@ -224,6 +225,9 @@ class Snapshot:
     now: float = 0.0
     policy: Policy = field(default_factory=Policy)
     outside: tuple[OutsideHold, ...] = ()  # GPUs held by work the portal did not submit
+    #: The site's recent job shapes with their counts (``scheduling/passes/workload.py``): the target workload
+    #: single-node placement packs against. Empty: the waiting and running jobs' shapes stand in.
+    history: tuple[tuple[TaskShape, float], ...] = ()
 
 
 @dataclass(frozen=True)

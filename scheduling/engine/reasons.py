@@ -168,6 +168,21 @@ OUTSIDE_CLAUSES = {
 }
 
 
+#: Added to the PRIORITY sentence when the job ahead is of a lower priority than the waiting job: it went ahead by
+#: aging (``Policy.aging_points_per_hour``), and the sentence says so rather than let "priority 50 is ahead" puzzle
+#: the owner of a priority-100 job.
+AGED_CLAUSE = gettext_noop(
+    "%(sentence)s It has waited %(blocker_waited_hours)g hours, and a job that has waited that long goes ahead of "
+    "newer jobs of higher priority.")
+
+
+def _with_aging(sentence: str, params: dict, translate) -> str:
+    if "blocker_waited_hours" not in params:
+        return sentence
+    template = translate(AGED_CLAUSE) if translate is not None else AGED_CLAUSE
+    return template % (params | {"sentence": sentence})
+
+
 def _with_outside(sentence: str, params: dict, translate) -> str:
     """``sentence`` followed by what work outside the portal holds, when the numbers say it holds some."""
     if "outside_node" not in params:
@@ -183,7 +198,7 @@ def render_reason(reason: WaitReason | str, params: dict, translate=None) -> str
     template = OTHERS_TEMPLATES[reason] if naming and naming not in params else TEMPLATES[reason]
     if translate is not None:
         template = translate(template)
-    return _with_outside(template % _in_words(params, translate), params, translate)
+    return _with_outside(_with_aging(template % _in_words(params, translate), params, translate), params, translate)
 
 
 #: The reasons whose sentence names a job, an array or a person: on another tenant's row (the queue page) they
@@ -205,4 +220,4 @@ def render_reason_for_others(reason: WaitReason | str, params: dict, translate=N
     template = OTHERS_TEMPLATES.get(WaitReason(reason)) or TEMPLATES[WaitReason(reason)]
     if translate is not None:
         template = translate(template)
-    return _with_outside(template % _in_words(params, translate), params, translate)
+    return _with_outside(_with_aging(template % _in_words(params, translate), params, translate), params, translate)

@@ -181,3 +181,28 @@ def test_command_refuses_bad_input(trace):
         command("--nodes", nodes_csv, "--pods", pods_csv, "--inflation", "0")
     with pytest.raises(CommandError, match="cannot read"):
         command("--nodes", nodes_csv + ".missing", "--pods", pods_csv)
+
+
+def test_default_is_given_the_history_share_of_the_pod_list(trace):
+    """``--history`` hands ``default`` the first share of the pod list as the site's past job shapes; the
+    arrivals, and every other policy, are as without it."""
+    nodes_csv, pods_csv = trace
+    args = ("--nodes", nodes_csv, "--pods", pods_csv, "--policy", "all", "--order", "file")
+    without, half = command(*args, "--history", "0"), command(*args, "--history", "0.5")
+    assert without[0]["history_tasks"] == 0 and half[0]["history_tasks"] == 20
+    assert {f["tasks_arrived"] for f in without + half} == {without[0]["tasks_arrived"]}
+    others = [{k: v for k, v in f.items() if k not in ("seconds", "history_tasks")}
+              for f in without + half if f["policy"] != "default"]
+    assert others[:len(others) // 2] == others[len(others) // 2:]
+    with pytest.raises(CommandError):
+        command(*args, "--history", "1.5")
+
+
+def test_the_default_placer_packs_against_history_and_arrivals():
+    cluster = Cluster(nodes(8, 8))
+    take(cluster, 1, range(4))  # node 1: 4 whole GPUs free
+    # arrivals alone (1-GPU tasks): the fuller node 1; a history of 4-GPU tasks: node 1 must stay able to take
+    # one, so node 0
+    assert Placer("default", cluster, Workload.from_tasks((ONE,)), seed=1).place(ONE)[0] == 1
+    four = TaskShape(4, 1000, 1000, 1024)
+    assert Placer("default", cluster, Workload.from_tasks((ONE,)), seed=1, history=(four,) * 9).place(ONE)[0] == 0

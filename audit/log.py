@@ -138,10 +138,61 @@ def _hashed_fields(record: AuditRecord) -> dict:
     return fields
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One record to append, as ``record`` takes it (``record_many`` appends several under one lock)."""
+
+    action: str
+    obj: object = None
+    before: object = None
+    after: object = None
+    reason: str = ""
+    actor: object = None
+    tenant: object = None
+    object_type: str = ""
+    object_id: object = ""
+    object_repr: str = ""
+    address: str | None = None
+
+
 def record(action: str, obj=None, *, before=None, after=None, reason: str = "", actor=None, tenant=None,
            object_type: str = "", object_id="", object_repr: str = "", address: str | None = None) -> AuditRecord:
     """Append one record. ``obj`` (a model instance) fills the object fields and, if it has one, the tenant."""
+    return record_many([Entry(action, obj, before=before, after=after, reason=reason, actor=actor, tenant=tenant,
+                              object_type=object_type, object_id=object_id, object_repr=object_repr,
+                              address=address)])[0]
+
+
+def record_many(entries: list[Entry]) -> list[AuditRecord]:
+    """Append ``entries`` in their order, as that many ``record`` calls would (the same fields, sequence numbers,
+    times and hash links), but taking the lock and writing the head once and inserting the rows in one statement:
+    a pass that preempts a hundred jobs appends a hundred records without a hundred round trips under the lock."""
+    if not entries:
+        return []
     context_actor, context_address = _context.get()
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [AUDIT_LOCK_KEY])
+        head, _created = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
+        written = []
+        for entry in entries:
+            row = _unsaved(entry, context_actor, context_address)
+            row.seq, row.at, row.prev_hash = head.last_seq + 1, timezone.now(), head.last_hash or GENESIS
+            row.hash = record_hash(row)
+            head.last_seq, head.last_hash, head.last_at = row.seq, row.hash, row.at
+            head.record_count += 1
+            written.append(row)
+        AuditRecord.objects.bulk_create(written)
+        head.mac = head_mac(head)
+        head.save(update_fields=["last_seq", "last_hash", "last_at", "record_count", "mac"])
+    return written
+
+
+def _unsaved(entry: Entry, context_actor, context_address: str) -> AuditRecord:
+    """The record of ``entry`` before its place in the chain (sequence, time, links) is known."""
+    actor, tenant, obj = entry.actor, entry.tenant, entry.obj
+    object_type, object_id, object_repr = entry.object_type, entry.object_id, entry.object_repr
     if actor is None:
         actor = context_actor() if callable(context_actor) else context_actor
     if obj is not None:
@@ -150,26 +201,14 @@ def record(action: str, obj=None, *, before=None, after=None, reason: str = "", 
         object_repr = object_repr or str(obj)[:300]
         if tenant is None:
             tenant = obj if isinstance(obj, Tenant) else (obj.tenant if getattr(obj, "tenant_id", None) else None)
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [AUDIT_LOCK_KEY])
-        head, _created = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
-        entry = AuditRecord(
-            seq=head.last_seq + 1, at=timezone.now(), actor=actor,
-            actor_name=actor.get_username() if actor is not None else "", action=action,
-            object_type=object_type, object_id=str(object_id), object_repr=object_repr[:300],
-            tenant=tenant, before=_plain(before), after=_plain(after), reason=reason or "",
-            reason_phrase=_plain(reason.stored()) if isinstance(reason, Phrase) else None,
-            source_address=(address if address is not None else context_address)[:64],
-            prev_hash=head.last_hash or GENESIS, key_version=settings.AUDIT["KEY_VERSION"])
-        entry.hash = record_hash(entry)
-        entry.save()
-        head.last_seq, head.last_hash, head.last_at = entry.seq, entry.hash, entry.at
-        head.record_count += 1
-        head.mac = head_mac(head)
-        head.save(update_fields=["last_seq", "last_hash", "last_at", "record_count", "mac"])
-    return entry
+    reason = entry.reason
+    return AuditRecord(
+        actor=actor, actor_name=actor.get_username() if actor is not None else "", action=entry.action,
+        object_type=object_type, object_id=str(object_id), object_repr=object_repr[:300], tenant=tenant,
+        before=_plain(entry.before), after=_plain(entry.after), reason=reason or "",
+        reason_phrase=_plain(reason.stored()) if isinstance(reason, Phrase) else None,
+        source_address=(entry.address if entry.address is not None else context_address)[:64],
+        key_version=settings.AUDIT["KEY_VERSION"])
 
 
 @dataclass

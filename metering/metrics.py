@@ -67,6 +67,8 @@ METRICS = {
     "gpuportal_scheduling_last_pass_duration_seconds": ("gauge", "Duration of the last completed scheduling "
                                                                  "pass."),
     "gpuportal_scheduling_pass_failures_total": ("counter", "Scheduling passes that raised (rolled back)."),
+    "gpuportal_scheduling_snapshot_mismatches_total": ("counter", "Rows the scheduler's kept view held differently "
+                                                                  "from the database at its periodic check."),
     "gpuportal_cache_failures_total": ("counter", "Shared-cache operations that failed (timed out, refused), per "
                                                   "operation; the request went on without the cache."),
     "gpuportal_metrics_write_failures_total": ("counter", "Operational samples that could not be written (the "
@@ -91,7 +93,8 @@ EXPORTED_NAME = {
 
 #: Counters (and summary samples) exported at 0 before anything added to them: ``increase()`` and ``rate()``
 #: in the alerting rules see the first error only when a series existed before it.
-ZERO_UNTIL_COUNTED = ("gpuportal_scheduling_pass_failures_total", "gpuportal_cache_failures_total",
+ZERO_UNTIL_COUNTED = ("gpuportal_scheduling_pass_failures_total", "gpuportal_scheduling_snapshot_mismatches_total",
+                      "gpuportal_cache_failures_total",
                       "gpuportal_metrics_write_failures_total",
                       "gpuportal_agent_poll_failures_total", "gpuportal_agent_poll_cycles_skipped_total",
                       "gpuportal_scheduling_pass_duration_seconds_sum",

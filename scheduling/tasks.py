@@ -29,7 +29,7 @@ from scheduling.models import Job, JobStatus
 from scheduling.passes.dispatch import dispatch_many
 from scheduling.passes.reconcile import reconcile as reconcile_once
 from scheduling.passes.scheduler import PassReport, run_pass
-from scheduling.triggers import DISPATCH_JOBS, RUN_SCHEDULING_PASS, request_scheduling_pass, send
+from scheduling.triggers import DISPATCH_JOBS, pass_started, queue_pass, request_scheduling_pass, send
 from scheduling.workloads.services import advance_services
 
 logger = logging.getLogger(__name__)
@@ -41,16 +41,19 @@ def follow_up(report: PassReport) -> None:
     if report.admitted:
         send(DISPATCH_JOBS, report.admitted_ids)
     if report.preempted:
-        send(RUN_SCHEDULING_PASS)
+        queue_pass()
 
 
 @shared_task
 def run_scheduling_pass() -> dict:
-    """One pass, then its follow-up. A pass that raises is counted (its transaction rolled back; the count is
-    written after, in its own) so that an alert sees passes failing, not only passes missing. The count is
-    guarded: when what failed was the connection, it is written on a fresh one, and a count that cannot be
-    written is logged rather than raised in place of the pass's own error. A pass that committed returns its
-    report whatever failed after the commit (``run_pass``), so what it admitted is always followed up."""
+    """One pass, then its follow-up. It first clears the mark of a queued pass (``triggers.queue_pass``): requests
+    made before it were for this pass, those made from now on queue the next. A pass that raises is counted (its
+    transaction rolled back; the count is written after, in its own) so that an alert sees passes failing, not
+    only passes missing. The count is guarded: when what failed was the connection, it is written on a fresh
+    one, and a count that cannot be written is logged rather than raised in place of the pass's own error. A
+    pass that committed returns its report whatever failed after the commit (``run_pass``), so what it admitted
+    is always followed up."""
+    pass_started()  # before anything is read: a change from now on asks for the next pass
     try:
         report = run_pass()
     except Exception:

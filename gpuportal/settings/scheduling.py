@@ -93,4 +93,16 @@ def scheduler(max_runtime_minutes: int) -> dict:
         # A job that avoids every node that could hold it fails at the next pass (its attempts say why); on, it
         # keeps waiting with that reason instead, until the avoidance expires or an admin clears it.
         "WAIT_WHEN_ALL_NODES_AVOIDED": env_bool("GPUPORTAL_WAIT_WHEN_ALL_NODES_AVOIDED", False),
+        # Each worker keeps the rows its last pass read and reads again only those that changed
+        # (scheduling/passes/kept.py); it reads everything again after this many seconds, and compares what it
+        # keeps with a full read every this many passes (0: never).
+        "FULL_REBUILD_SECONDS": env_float("GPUPORTAL_SCHEDULER_FULL_REBUILD_SECONDS", 900),
+        "SNAPSHOT_CHECK_PASSES": env_int("GPUPORTAL_SCHEDULER_SNAPSHOT_CHECK_PASSES", 20),
+        # A waiting job's stored estimates are written again only when they moved by more than this many
+        # seconds (or its reason or position changed): the pages show them to the minute
+        # (scheduling/passes/queue_states.py).
+        "ESTIMATE_TOLERANCE_SECONDS": env_float("GPUPORTAL_SCHEDULER_ESTIMATE_TOLERANCE_SECONDS", 60),
+        # Placement packs against the shapes of the jobs submitted in the last this many days (0: the queue's
+        # and the running jobs' shapes only): scheduling/passes/workload.py, docs/placement.md.
+        "HISTORY_DAYS": env_float("GPUPORTAL_SCHEDULER_HISTORY_DAYS", 14),
     }

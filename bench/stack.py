@@ -9,7 +9,9 @@ when a container or a host dies."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.client
+import importlib.metadata
 import os
 import secrets
 import shutil
@@ -21,10 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import django
 from django.conf import settings
+from django.contrib.staticfiles.finders import get_finders
 from django.core.management.base import CommandError
 
 from gpuportal.storage.db import database_url
+
+#: Static files a site serves from elsewhere (the Django admin's, the API browser's and docs' assets).
+STATIC_IGNORED = ("admin", "rest_framework", "drf_spectacular_sidecar")
 
 
 def free_port() -> int:
@@ -40,7 +47,7 @@ class ProductionStack:
         self.root = Path(settings.BASE_DIR)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.static_root = tempfile.mkdtemp(prefix="gpuportal-static-")
+        self.static_root = str(Path(tempfile.gettempdir()) / f"gpuportal-static-{_static_sources()}")
         self.run_dir = tempfile.mkdtemp(prefix="gpuportal-run-")
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gpuportal.settings", "GPUPORTAL_ENV": "production",
                     "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(64),
@@ -67,10 +74,26 @@ class ProductionStack:
         return process
 
     def collectstatic(self) -> None:
-        """Production serves collected, hashed and compressed static files: collect them first, as a site does."""
-        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0", "--ignore", "admin",
-                        "--ignore", "rest_framework", "--ignore", "drf_spectacular_sidecar"],
-                       cwd=self.root, env=self.env, check=True)
+        """Production serves collected, hashed and compressed static files: collect them first, as a site does.
+
+        The collection is kept between stacks, named by the sources it was made from (``_static_sources``):
+        hashing and compressing them again took seconds of every benchmark run."""
+        if Path(self.static_root).is_dir():
+            return
+        # Collected aside and then renamed into place, so that a stack started meanwhile (another benchmark)
+        # never serves half a collection; when one was renamed first, it is the same files: this one goes.
+        aside = tempfile.mkdtemp(prefix="gpuportal-static-", dir=Path(self.static_root).parent)
+        try:
+            subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0",
+                            *(f"--ignore={pattern}" for pattern in STATIC_IGNORED)],
+                           cwd=self.root, env={**self.env, "GPUPORTAL_STATIC_ROOT": aside}, check=True)
+        except BaseException:
+            shutil.rmtree(aside, ignore_errors=True)
+            raise
+        try:
+            os.rename(aside, self.static_root)
+        except OSError:
+            shutil.rmtree(aside, ignore_errors=True)
 
     def start_web(self, workers: int, threads: int = 4) -> None:
         self._spawn("web", [sys.executable, "-m", "gunicorn", "gpuportal.wsgi:application", "--bind",
@@ -119,6 +142,19 @@ class ProductionStack:
                 found.append(int(stat.parent.name))
         return sorted(found)
 
+    def cpu_seconds(self, name: str) -> float:
+        """CPU time (user and system) spent so far by ``name``'s process and its live children: what a page
+        cost the web processes, whatever else the machine was doing meanwhile."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid in [self.processes[name].pid, *self.children(name)]:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone meanwhile
+            total += int(fields[11]) + int(fields[12])  # utime and stime, fields 14 and 15 of stat(5)
+        return total / ticks
+
     def kill(self, name: str) -> None:
         """SIGKILL the process and its children: no warm shutdown, no message given back."""
         process = self.processes.pop(name)
@@ -143,12 +179,18 @@ class ProductionStack:
             time.sleep(0.2)
         raise CommandError(f"{path} did not answer 200 within {timeout:.0f} s")
 
-    def stop(self, timeout: float = 20) -> dict[str, int | None]:
-        """SIGTERM every process (warm shutdown), then their exit codes (None: had to be killed)."""
+    def stop(self, timeout: float = 20, warm: bool = True) -> dict[str, int | None]:
+        """SIGTERM every process (warm shutdown), then their exit codes (None: had to be killed). ``warm=False``
+        kills them at once instead (a load benchmark has nothing to finish: a Celery worker's warm shutdown
+        took seconds)."""
         codes: dict[str, int | None] = {}
         for process in self.processes.values():
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+                if warm:
+                    process.send_signal(signal.SIGTERM)
+                else:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
         for name, process in self.processes.items():
             try:
                 codes[name] = process.wait(timeout)
@@ -157,6 +199,16 @@ class ProductionStack:
                 process.wait(10)
                 codes[name] = None
         self.processes.clear()
-        shutil.rmtree(self.static_root, ignore_errors=True)
         shutil.rmtree(self.run_dir, ignore_errors=True)
         return codes
+
+
+def _static_sources() -> str:
+    """A digest of what a collection is made from: the static files (their paths, sizes and modification times)
+    and the versions of what collects and serves them (Django, whitenoise: their hashing and compression)."""
+    digest = hashlib.sha256(f"{django.__version__}|{importlib.metadata.version('whitenoise')}\n".encode())
+    for finder in get_finders():
+        for path, storage in sorted(finder.list([*STATIC_IGNORED, "CVS", ".*", "*~"]), key=lambda found: found[0]):
+            stat = os.stat(storage.path(path))
+            digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]

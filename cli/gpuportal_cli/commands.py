@@ -155,6 +155,26 @@ def _job_file(path: str) -> dict:
     return {str(key).replace("-", "_"): value for key, value in data.items()}
 
 
+def _batch_file(path: str) -> list:
+    """A YAML (or JSON) list of job mappings, each with the fields of a job file (or ``{"jobs": [...]}``)."""
+    try:
+        data = yaml.safe_load(sys.stdin.read() if path == "-" else Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(_("Cannot read the batch file %(path)s: %(error)s") % {
+            "path": path, "error": getattr(exc, "strerror", None) or exc}, ExitCode.USAGE) from None
+    jobs = data.get("jobs") if isinstance(data, dict) else data
+    if not isinstance(jobs, list) or not all(isinstance(job, dict) for job in jobs):
+        raise CliError(_("The batch file %(path)s must be a list of jobs, each a mapping of fields.") % {
+            "path": path}, ExitCode.USAGE)
+    return [{str(key).replace("-", "_"): value for key, value in job.items()} for job in jobs]
+
+
+def _batch_submitted(answer: dict) -> str:
+    ids = [str(job_id) for spec in answer["jobs"] for job_id in spec["ids"]]
+    shown = ", ".join(ids[:20]) + (", …" if len(ids) > 20 else "")
+    return _("Submitted %(n)s jobs in one batch: %(ids)s.") % {"n": answer["created"], "ids": shown}
+
+
 def _script(path: str) -> str:
     """A batch script's text, sent as it is: the portal reads its directives (and names their lines)."""
     try:
@@ -210,6 +230,19 @@ def _template(portal: Portal, reference: str) -> dict:
 
 def submit(ctx: Context) -> int:
     args = ctx.args
+    if args.batch:  # every job of the file in one call: all are stored, or none
+        given = [f"--{name.replace('_', '-')}" for name, _kind, _help in SUBMIT_OPTIONS
+                 if getattr(args, name) is not None]
+        given += [flag for flag, value in (("--file", args.file), ("--sbatch", args.sbatch),
+                                           ("--template", args.template), ("--param", args.param),
+                                           ("--requeue-on-preemption", args.requeue_on_preemption))
+                  if value is not None and value != []]
+        if given:  # never dropped without a word: each job of the file says all of its fields
+            raise CliError(_("--batch takes every field from its file; leave out %(flags)s.") % {
+                "flags": ", ".join(given)}, ExitCode.USAGE)
+        headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
+        return ctx.emit(ctx.portal().post("/api/jobs/batch/", {"jobs": _batch_file(args.batch)}, headers=headers),
+                        _batch_submitted)
     body = _job_file(args.file) if args.file else {}
     for name, _kind, _help in SUBMIT_OPTIONS:
         if getattr(args, name) is not None:

@@ -54,6 +54,9 @@ def _add_jobs_commands(sub, common) -> None:
     submit = sub.add_parser("submit", parents=[common], help=_("submit a job (flags or a YAML job file)"),
                             description=_("Submit a job. Flags override the fields of --file."))
     submit.add_argument("-f", "--file", help=_("YAML job file of submit fields (- for standard input)"))
+    submit.add_argument("--batch", metavar="FILE",
+                        help=_("a YAML list of jobs submitted in one call, all or none (up to 1000; - for standard "
+                               "input)"))
     submit.add_argument("--sbatch", metavar="SCRIPT",
                         help=_("a Slurm batch script: its #SBATCH directives fill the fields not given otherwise, "
                                "its body is the command (- for standard input)"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import Aggregate, FloatField
 
 
@@ -71,7 +71,8 @@ def database_url() -> str:
 
 
 def _rows(objects, columns):
-    return ([c.get_db_prep_save(getattr(obj, c.attname), connection) for c in columns] for obj in objects)
+    real = connections[connection.alias]  # the proxy would look the thread's connection up for every value
+    return ([c.get_db_prep_save(getattr(obj, c.attname), real) for c in columns] for obj in objects)
 
 
 def bulk_set(model, objects, fields: list[str]) -> int:
@@ -116,6 +117,32 @@ def bulk_insert(model, objects, batch_size: int = 2000) -> None:
             f'COPY "{model._meta.db_table}" ({names}) FROM STDIN') as copy:
         for row in _rows(objects, columns):
             copy.write_row(row)
+
+
+def bulk_insert_with_ids(model, objects, batch_size: int = 2000) -> list:
+    """Insert new rows and give each object its id (what ``bulk_create`` does): on PostgreSQL the ids are taken
+    from the table's sequence in one query and the rows COPYed, several times faster than ``bulk_create``'s
+    INSERT for thousands of rows (a 10,000-task array); ``bulk_create`` elsewhere and for a few rows."""
+    objects = list(objects)
+    if connection.vendor != "postgresql" or len(objects) < 50:
+        return model.objects.bulk_create(objects, batch_size=batch_size)
+    pk = model._meta.pk
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                       [model._meta.db_table, pk.column, len(objects)])
+        for obj, (value,) in zip(objects, cursor.fetchall(), strict=True):
+            setattr(obj, pk.attname, value)
+    columns = list(model._meta.concrete_fields)  # the id too: taken above
+    for obj in objects:
+        for field in columns:  # auto_now(_add) stamps and the defaults bulk_create would apply
+            setattr(obj, field.attname, field.pre_save(obj, add=True))
+        obj._state.adding, obj._state.db = False, connection.alias
+    names = ", ".join(f'"{c.column}"' for c in columns)
+    with connection.cursor() as cursor, cursor.cursor.copy(
+            f'COPY "{model._meta.db_table}" ({names}) FROM STDIN') as copy:
+        for row in _rows(objects, columns):
+            copy.write_row(row)
+    return objects
 
 
 def update_grouped(model, objects, fields: list[str]) -> int:

@@ -14,7 +14,7 @@ from scheduling.engine.reasons import WaitReason
 from scheduling.jobs import progress, sbatch
 from scheduling.jobs.attempts import attempts_of, visible_job_ids
 from scheduling.jobs.limits import CANCEL_REASON_MAX, MAX_ID
-from scheduling.jobs.submission import SUBMIT_FIELDS, SubmitField
+from scheduling.jobs.submission import SUBMIT_FIELDS, Lookups, SubmitField
 from scheduling.models import AttemptOutcome, FailureCategory, Job, JobEvent, TaskType, WorkloadKind
 from scheduling.workloads.queries import group_view, job_url
 
@@ -253,12 +253,15 @@ def _submit_field(spec: SubmitField) -> serializers.Field:
 
 
 class JobSubmitFields(RequestSerializer):
-    """The task type and GPU model are those the portal has when asked (the schema lists them)."""
+    """The task type and GPU model are those the portal has when asked (the schema lists them). A view that
+    validates the submission next passes its ``submission.Lookups`` as the context's ``lookups``: the catalogue
+    read here is then the one the rules read."""
 
     def get_fields(self):
         fields = super().get_fields()
+        lookups = self.context.get("lookups") or Lookups()
         choose_from(fields, "task_type", TaskType.objects.values_list("code", flat=True), _("task type"))
-        choose_from(fields, "gpu_model", gpu_model_catalogue(), _("GPU model"))
+        choose_from(fields, "gpu_model", lookups.get(("catalogue",), gpu_model_catalogue), _("GPU model"))
         if self._scripted():  # a batch script's --gres / --gpus may give them
             for name in ("gpu_model", "gpus_per_node"):
                 if name in fields:

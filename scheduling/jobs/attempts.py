@@ -82,6 +82,8 @@ def attempts_of(job: Job, reader, now: datetime | None = None) -> list[AttemptRo
     """Every attempt of ``job``, oldest first, with what ``reader`` may see of the jobs that preempted it."""
     now = now or timezone.now()
     attempts = list(JobAttempt.objects.filter(job=job).select_related("end_event").order_by("number"))
+    if not attempts:  # never admitted (most waiting jobs): no placement to read
+        return []
     allocations = list(job.allocations.select_related("gpu__node").order_by("allocated_at", "gpu__node__name",
                                                                               "gpu__index"))
     ends = [a.end_event.data if a.end_event else {} for a in attempts]

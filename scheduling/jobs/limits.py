@@ -5,9 +5,17 @@ OpenAPI schema) and the messages that refuse a value all read them here, so no l
 drift. Limits that depend on the fleet (GPUs per node of a model) come from the GPU-model catalogue instead.
 """
 
-#: The most tasks one array may have and the most replicas one service may ask for.
-MAX_ARRAY_TASKS = 1000
+#: The most tasks one array may have and the most replicas one service may ask for. An array is stored in one
+#: transaction with a few bulk inserts (``submission.store_jobs``), so 10,000 tasks take seconds, not minutes;
+#: beyond that the pass's queue, not the submission, becomes the cost, and a larger sweep is split in arrays.
+MAX_ARRAY_TASKS = 10_000
 MAX_REPLICAS = 64
+#: The most job specs one ``POST /api/jobs/batch/`` may carry (each an array or a service counts once; the
+#: body also stays within ``DATA_UPLOAD_MAX_MEMORY_SIZE``).
+MAX_BATCH_JOBS = 1000
+#: The most jobs one batch stores in all (an array counts each task, a service each replica): without it a
+#: thousand arrays of 10,000 tasks would be ten million jobs in one transaction of one web worker.
+MAX_BATCH_TOTAL = MAX_ARRAY_TASKS
 #: The largest id a request may name (PostgreSQL's integer).
 MAX_ID = 2 ** 31 - 1
 #: The longest reason a cancel may give: a longer one is refused, never cut (what is stored is what was written).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, F, Q, Window
+from django.db.models import Count, F, Max, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -50,16 +50,48 @@ class QuotaUse:
         return max(0, self.used - self.guaranteed)
 
 
+#: What the job tables (tags ``job_table``: the dashboard, the job list) show of a job and its queue state: the
+#: rest of the wide job row (the command, the executor's state, the request) is not read for them.
+TABLE_COLUMNS = ("id", "name", "status", "gpu_model", "node_count", "gpus_per_node", "gpu_milli",
+                 "submitted_at", "failure_category", "tenant__name", "project__name", "owner__username",
+                 "task_type__code", "queue_state__queue_position", "queue_state__tenant_queue_position",
+                 "queue_state__wait_reason", "queue_state__wait_reason_params", "queue_state__estimated_start",
+                 "queue_state__earliest_start", "queue_state__latest_start")
+
+
+def table_rows(jobs):
+    """``jobs`` reading only what a job table shows, in one query."""
+    return jobs.select_related(None).select_related("tenant", "project", "owner", "task_type", "queue_state") \
+        .only(*TABLE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A job's events for its page: ``version`` names them (events are only ever added, so the newest id and
+    the count change exactly when the timeline does) and keys the page's kept fragment; ``events`` is read only
+    when that fragment is drawn again."""
+
+    version: str
+    events: QuerySet  # of JobEvent, with each event's actor; lazy
+
+
+def timeline(job: Job) -> Timeline:
+    seen = job.events.aggregate(newest=Max("id"), count=Count("id"))
+    return Timeline(f"{seen['newest']}-{seen['count']}", job.events.select_related("actor"))
+
+
 def quota_usage(user) -> list[QuotaUse]:
-    """Each visible tenant's quota per GPU model, with GPUs in use and GPUs asked for by queued jobs."""
+    """Each visible tenant's quota per GPU model, with GPUs in use and GPUs asked for by queued jobs (counted
+    by size in the database: a queue of thousands is a handful of rows here)."""
     jobs = Job.objects.visible_to(user)
     used = {(r["tenant__name"], r["gpu_model"]): r["gpus"] for r in jobs.active()
             .values("tenant__name", "gpu_model")
             .annotate(gpus=Count("allocations", filter=Q(allocations__released_at__isnull=True)))}
     queued: dict[tuple[str, str], int] = {}
-    for job in jobs.filter(status=JobStatus.QUEUED).values("tenant__name", "gpu_model", "gpus_per_node", "node_count"):
-        key = (job["tenant__name"], job["gpu_model"])
-        queued[key] = queued.get(key, 0) + quota_gpus(job["gpus_per_node"], job["node_count"])
+    for size in (jobs.filter(status=JobStatus.QUEUED).order_by()
+                 .values("tenant__name", "gpu_model", "gpus_per_node", "node_count").annotate(jobs=Count("id"))):
+        key = (size["tenant__name"], size["gpu_model"])
+        queued[key] = queued.get(key, 0) + size["jobs"] * quota_gpus(size["gpus_per_node"], size["node_count"])
     return [QuotaUse(q.tenant, q.gpu_model, q.guaranteed, q.effective_limit, used.get((q.tenant, q.gpu_model), 0),
                      queued.get((q.tenant, q.gpu_model), 0), q.burst)
             for q in effective_quotas(Quota.objects.visible_to(user))]

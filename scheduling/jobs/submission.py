@@ -11,17 +11,25 @@ at validation time.
 a clone): each rule refuses one field, the refusals are collected in one ``ValidationError``, and what passes
 is a typed ``JobRequest`` in the units a job stores (millicores, MiB, thousandths of a GPU). The submit fields
 keep the units a person types (``cpus_per_node`` in CPUs, ``memory_gb_per_node`` in GB: the public API's
-and the CLI's names). ``create_jobs`` stores a ``JobRequest``.
+and the CLI's names). ``create_jobs`` stores a ``JobRequest``, ``store_jobs`` any number of them.
+
+Bulk submission (an array of up to ``MAX_ARRAY_TASKS`` tasks, a batch of specs: ``validate_batch``) goes
+through the same rules and the same write: what validation reads from the database (projects, task types, the
+catalogue, quotas, template versions) is read once per call (``Lookups``), and ``store_jobs`` writes every job
+of every request with a few bulk inserts in one transaction (``lifecycle.create_many``: each job still gets its
+event with the reason) and asks for one pass.
 """
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
@@ -35,12 +43,32 @@ from gpuportal.text.phrases import Phrase
 from gpuportal.web.validation import Refusals, keyed, parse_whole_number, refuse
 from scheduling import lifecycle
 from scheduling.jobs import sbatch
-from scheduling.jobs.limits import MAX_ARRAY_TASKS, MAX_ID, MAX_REPLICAS
+from scheduling.jobs.limits import MAX_ARRAY_TASKS, MAX_BATCH_TOTAL, MAX_ID, MAX_REPLICAS
 from scheduling.models import Job, JobGroup, JobStatus, JobTemplateVersion, TaskType, Topology, WorkloadKind, label_of
 from scheduling.triggers import request_scheduling_pass
 from tenants import access
 from tenants.models import Project, Quota, Tenant
 from tenants.quotas import effective_quotas, quota_gpus
+
+
+class Lookups:
+    """What validation reads from the database, read once per call: a batch of 1,000 specs naming one project,
+    task type and GPU model reads each once, and a single submission reads the catalogue once, not once per rule.
+    A refusal is kept too, so every spec that names the same unknown project is refused with the same words."""
+
+    def __init__(self):
+        self._kept: dict[Hashable, tuple[object, ValidationError | None]] = {}
+
+    def get(self, key: Hashable, read: Callable[[], object]):
+        if key not in self._kept:
+            try:
+                self._kept[key] = (read(), None)
+            except ValidationError as refused:
+                self._kept[key] = (None, refused)
+        value, refused = self._kept[key]
+        if refused is not None:
+            raise ValidationError(refused.message_dict)
+        return value
 
 
 def _max_runtime() -> int:
@@ -226,14 +254,13 @@ def resolve_models(spec: str, catalogue: dict[str, GpuModelCapacity]) -> list[st
     return found
 
 
-def _model_set(data: Mapping) -> list[str]:
+def _model_set(data: Mapping, catalogue: dict[str, GpuModelCapacity]) -> list[str]:
     """The models ``accept_models`` names, in its order (empty when it names none)."""
     spec = _text(data, "accept_models")
     if not spec:
         return []
     if not settings.SCHEDULER.get("ALLOW_MODEL_SETS", True):
         refuse("accept_models", _("This site runs each job on the one GPU model it names."))
-    catalogue = gpu_model_catalogue()
     try:
         return resolve_models(spec, catalogue)
     except ValueError as bad:
@@ -241,9 +268,8 @@ def _model_set(data: Mapping) -> list[str]:
             "part": str(bad), "known": ", ".join(catalogue) or _("none yet")})
 
 
-def _capacity(data: Mapping, model_name: str) -> GpuModelCapacity:
+def _capacity(data: Mapping, model_name: str, catalogue: dict[str, GpuModelCapacity]) -> GpuModelCapacity:
     """What the cluster has of ``model_name`` (the GPU model named, or the first acceptable one)."""
-    catalogue = gpu_model_catalogue()
     capacity = catalogue.get(model_name)
     if capacity is None:
         known = ", ".join(catalogue) or _("none yet")
@@ -422,14 +448,15 @@ def usable_version(user, number: int, tenant_id: int | None) -> JobTemplateVersi
     return JobTemplateVersion.objects.filter(scope, pk=number).select_related("template").first()
 
 
-def _template_version(user, data: Mapping, project: Project | None) -> JobTemplateVersion | None:
+def _template_version(user, data: Mapping, project: Project | None, lookups: Lookups) -> JobTemplateVersion | None:
     """The template version a request came from: one the submitter's tenant may use (a platform template or
     one of the tenant's own)."""
     raw, spec = data.get("template_version"), FIELDS["template_version"]
     if raw in (None, ""):
         return None
     number = _whole("template_version", raw, int(spec.min_value), int(spec.max_value))
-    version = usable_version(user, number, project.tenant_id if project else None)
+    tenant_id = project.tenant_id if project else None
+    version = lookups.get(("template_version", number, tenant_id), lambda: usable_version(user, number, tenant_id))
     if version is None:
         refuse("template_version", _("Unknown template version %(v)d.") % {"v": number})
     return version
@@ -441,21 +468,24 @@ def _ask_for_quota(tenant: Tenant, model: str) -> str:
     return f"{reverse('governance:request-new')}?{query}"
 
 
-def _within_quota(tenant: Tenant, models: list[str], gpus_per_node: int, node_count: int, replicas: int) -> None:
+def _within_quota(tenant: Tenant, models: list[str], gpus_per_node: int, node_count: int, replicas: int,
+                  lookups: Lookups) -> None:
     """Refuse what could never run: a model the tenant has no quota for, or more GPUs than its limit.
 
     Such a job would wait forever; the limit is the effective one (bursts active now included). One acceptable
     model the tenant may use is enough: the job lands only there. With ``gpus_per_node`` 0 (a size refused on
     its own) only the model's quota is checked."""
     needed = quota_gpus(gpus_per_node, node_count) * replicas
-    problems = [quota_problem(tenant, candidate, needed, node_count) for candidate in models]
+    problems = [quota_problem(tenant, candidate, needed, node_count, lookups) for candidate in models]
     if all(problems):
         refuse(*problems[0])
 
 
-def quota_problem(tenant: Tenant, model: str, needed: int, nodes: int) -> tuple[str, str] | None:
+def quota_problem(tenant: Tenant, model: str, needed: int, nodes: int,
+                  lookups: Lookups | None = None) -> tuple[str, str] | None:
     """Why ``needed`` GPUs of ``model`` can never run for ``tenant`` (the field to blame, the sentence), or None."""
-    quota = next(iter(effective_quotas(Quota.objects.filter(tenant=tenant, gpu_model=model))), None)
+    quota = (lookups or Lookups()).get(("quota", tenant.pk, model), lambda: next(iter(effective_quotas(
+        Quota.objects.filter(tenant=tenant, gpu_model=model))), None))
     if quota is None or quota.effective_limit == 0:
         return "gpu_model", _("Tenant %(tenant)s has no quota for %(model)s GPUs, so this job could never "
                               "start. Ask for quota: %(link)s") % {
@@ -501,47 +531,41 @@ class JobRequest:
     cluster: Cluster | None = None  # the cluster a batch script's --partition names; None: the pass chooses
 
 
-def validate_job_request(user, data: Mapping) -> JobRequest:
+def validate_job_request(user, data: Mapping, lookups: Lookups | None = None) -> JobRequest:
     """Check a submission (the form's text, the API's validated body, a template's or a clone's fields) and
     return it typed, or raise one ValidationError naming each bad field.
 
     The same rules serve the form and the API, so both say the same thing about the same input. Each rule
     refuses one field; they are all tried (a rule that needs another field's value skips when that field was
-    refused) and their refusals are collected here, in one place.
+    refused) and their refusals are collected here, in one place. ``lookups`` shares what was read from the
+    database with the other specs of a batch.
     """
-    refusals = Refusals()
+    refusals, lookups = Refusals(), lookups or Lookups()
     attempt = refusals.attempt
     data, scripted = _with_script(refusals, data)
-    project = attempt(_resolve_project, user, data)
-    task_type = attempt(_task_type, data)
-    models = attempt(_model_set, data) or []
+    project = attempt(lookups.get, ("project", repr(data.get("tenant")), repr(data.get("project"))),
+                      lambda: _resolve_project(user, data))
+    task_type = attempt(lookups.get, ("task_type", repr(data.get("task_type"))), lambda: _task_type(data))
+    catalogue = lookups.get(("catalogue",), gpu_model_catalogue)
+    models = attempt(_model_set, data, catalogue) or []
     gpu_model = _text(data, "gpu_model") or (models[0] if models else "")  # the first acceptable, when unnamed
     if models and gpu_model not in models:  # a named GPU model leads the list
         models.insert(0, gpu_model)
     accept_models = models if len(models) > 1 else []
-    capacity = attempt(_capacity, data, gpu_model)
+    capacity = attempt(_capacity, data, gpu_model, catalogue)
     gpus_per_node = attempt(_gpus_per_node, data, gpu_model, capacity)
     node_count = attempt(_nodes, data, gpu_model, capacity)
     if capacity and gpus_per_node is not None and node_count is not None:
         attempt(_nodes_fit, gpu_model, capacity, gpus_per_node, node_count)
     kind = attempt(_kind, data) or WorkloadKind.BATCH
     attempt(_one_node, kind, node_count)
-    replicas, port, indices, parallelism = 1, None, [], None
-    if kind == WorkloadKind.SERVICE:
-        replicas = attempt(_whole, "replicas", data.get("replicas") or 1, 1, FIELDS["replicas"].max_value)
-        port = attempt(_whole, "port", data.get("port") or FIELDS["port"].default, FIELDS["port"].min_value,
-                       FIELDS["port"].max_value)
-    if kind == WorkloadKind.ARRAY:
-        indices = attempt(_array_indices, data) or []
-        if data.get("array_parallelism") not in (None, ""):
-            parallelism = attempt(_whole, "array_parallelism", data.get("array_parallelism"), 1,
-                                  FIELDS["array_parallelism"].max_value)
+    replicas, port, indices, parallelism = _shape(attempt, data, kind)
     if project is not None and gpu_model and "gpu_model" not in refusals:
         # A model without quota is refused even while the size is wrong too: every refusal comes out at once.
         sized = not refusals.any_of("gpus_per_node", "nodes")
         attempt(_within_quota, project.tenant, accept_models or [gpu_model], gpus_per_node if sized else 0,
-                node_count if sized else 1, replicas or 1)
-    template_version = attempt(_template_version, user, data, project)
+                node_count if sized else 1, replicas or 1, lookups)
+    template_version = attempt(_template_version, user, data, project, lookups)
     max_runtime = attempt(_runtime, data, task_type, kind)
     image, command, name = attempt(_image, data), attempt(_command, data), attempt(_name, data)
     topology = attempt(_topology, data, node_count)
@@ -560,6 +584,21 @@ def validate_job_request(user, data: Mapping) -> JobRequest:
         array_parallelism=parallelism, asked=submitted_request(data),
         spare_own_jobs=str(data.get("spare_own_jobs", False)).lower() in ("true", "1", "yes", "on"),
         cluster=cluster)
+
+
+def _shape(attempt, data: Mapping, kind: str) -> tuple[int | None, int | None, list[int], int | None]:
+    """A service's replicas and port, an array's indices and tasks at once (1, None, [], None otherwise)."""
+    replicas, port, indices, parallelism = 1, None, [], None
+    if kind == WorkloadKind.SERVICE:
+        replicas = attempt(_whole, "replicas", data.get("replicas") or 1, 1, FIELDS["replicas"].max_value)
+        port = attempt(_whole, "port", data.get("port") or FIELDS["port"].default, FIELDS["port"].min_value,
+                       FIELDS["port"].max_value)
+    if kind == WorkloadKind.ARRAY:
+        indices = attempt(_array_indices, data) or []
+        if data.get("array_parallelism") not in (None, ""):
+            parallelism = attempt(_whole, "array_parallelism", data.get("array_parallelism"), 1,
+                                  FIELDS["array_parallelism"].max_value)
+    return replicas, port, indices, parallelism
 
 
 def _with_script(refusals: Refusals, data: Mapping) -> tuple[Mapping, sbatch.ScriptRequest | None]:
@@ -598,32 +637,96 @@ def submit_job(user, data: Mapping) -> Job:
     return create_jobs(user, validate_job_request(user, data))
 
 
-def create_jobs(user, request: JobRequest) -> Job:
-    """Store a validated submission; it queues at once unless its task type needs approval.
+def validate_batch(user, specs: Sequence[Mapping], lookups: Lookups | None = None) -> list[JobRequest]:
+    """Check every spec of a batch with the one check of a submission, reading the database once for all of
+    them; all or nothing: one ValidationError naming each bad field of each bad spec as ``jobs.<index>.<field>``
+    (the API's dotted naming of nested fields). How many specs a batch may hold is the API's limit
+    (``limits.MAX_BATCH_JOBS``, in the request's schema)."""
+    lookups, requests, refused, jobs = lookups or Lookups(), [], {}, 0
+    for index, spec in enumerate(specs):
+        try:
+            requests.append(validate_job_request(user, spec, lookups))
+        except ValidationError as exc:
+            refused.update({f"jobs.{index}.{name}": messages for name, messages in exc.message_dict.items()})
+            continue
+        jobs += len(_indices(requests[-1]))
+        if jobs > MAX_BATCH_TOTAL:  # refused as soon as it is known: a thousand arrays would be ten million jobs
+            raise ValidationError({"jobs": _(
+                "A batch may store at most %(max)d jobs in all (an array counts each task, a service each "
+                "replica); the specs up to jobs.%(index)d already ask for %(jobs)d.") % {
+                "max": MAX_BATCH_TOTAL, "index": index, "jobs": jobs}})
+    if refused:
+        raise ValidationError(refused)
+    return requests
 
-    A service stores a group and one job per replica, an array a group and one job per index; the job
-    returned is the first member."""
-    project, task_type = request.project, request.task_type
-    now = timezone.now()
-    name = request.name or f"{task_type.code}-{request.gpu_model.lower()}-{now:%m%d-%H%M%S}"
-    with transaction.atomic():
-        group = None
-        if request.kind in (WorkloadKind.SERVICE, WorkloadKind.ARRAY):
-            is_service = request.kind == WorkloadKind.SERVICE
-            group = JobGroup.objects.create(
-                kind=JobGroup.Kind.SERVICE if is_service else JobGroup.Kind.ARRAY, tenant=project.tenant,
-                project=project, owner=user, name=name, request=request.asked,
-                indices=[] if is_service else request.indices,
-                size=request.replicas if is_service else len(request.indices),
-                parallelism=request.array_parallelism, port=request.port, image=request.image,
-                submitted_at=now)
-        members = (range(request.replicas) if request.kind == WorkloadKind.SERVICE
-                   else request.indices if request.kind == WorkloadKind.ARRAY else [None])
-        jobs = [create_member(user, request, name, now, group, index) for index in members]
-        request_scheduling_pass()
-    job = jobs[0]
-    job.refresh_from_db()  # the pass that ran on commit may have admitted it already
+
+def create_jobs(user, request: JobRequest) -> Job:
+    """Store a validated submission (``store_jobs``) and return its first job as it is after the commit: the
+    pass that ran on commit (in the embedded mode) may have admitted it already."""
+    job = store_jobs(user, [request])[0][0]
+    job.refresh_from_db()
     return job
+
+
+def store_jobs(user, requests: Sequence[JobRequest]) -> list[list[Job]]:
+    """Store validated submissions in one transaction and ask for one pass; each queues at once unless its task
+    type needs approval. Returns each request's jobs, in the order given.
+
+    A service stores a group and one job per replica, an array a group and one job per index. Every job of
+    every request is written by the same few bulk inserts (``lifecycle.create_many``), so an array of 10,000
+    tasks or a batch of 1,000 jobs costs a handful of queries, not two per job."""
+    now = timezone.now()
+    names = [request.name or f"{request.task_type.code}-{request.gpu_model.lower()}-{now:%m%d-%H%M%S}"
+             for request in requests]
+    with transaction.atomic():
+        groups = _store_groups(user, requests, names, now)
+        planned = [_members(user, request, name, now, group)
+                   for request, name, group in zip(requests, names, groups, strict=True)]
+        flat = [member for members in planned for member in members]
+        created = iter(lifecycle.create_many([job for job, _status, _reason in flat],
+                                             [status for _job, status, _reason in flat],
+                                             [reason for _job, _status, reason in flat], actor=user))
+        request_scheduling_pass()
+    return [[next(created) for _member in members] for members in planned]
+
+
+def _members(user, request: JobRequest, name: str, now, group: JobGroup | None) -> list[tuple[Job, str, Phrase]]:
+    """Every job of a request, not stored yet: the first made field by field, the others copies of it that differ
+    in their name and index (building each of 10,000 tasks afresh costs seconds). The copies share the first's
+    JSON values (its acceptable models, empty states); nothing changes those in place before they are stored."""
+    indices = _indices(request)
+    first, status, reason = _member(user, request, name, now, group, indices[0])
+    members = [(first, status, reason)]
+    for index in indices[1:]:
+        twin = copy.copy(first)
+        twin.name, twin.group_index = member_name(name, request.kind, index), index
+        members.append((twin, status, reason))
+    return members
+
+
+def _indices(request: JobRequest) -> Sequence[int | None]:
+    """The members of a request: a service's replica numbers, an array's indices, or the one job (None)."""
+    if request.kind == WorkloadKind.SERVICE:
+        return range(request.replicas)
+    return request.indices if request.kind == WorkloadKind.ARRAY else [None]
+
+
+def _store_groups(user, requests: Sequence[JobRequest], names: list[str], now) -> list[JobGroup | None]:
+    """The group of each service or array request (None for the others), stored with one insert."""
+    groups: list[JobGroup | None] = []
+    for request, name in zip(requests, names, strict=True):
+        if request.kind not in (WorkloadKind.SERVICE, WorkloadKind.ARRAY):
+            groups.append(None)
+            continue
+        is_service, project = request.kind == WorkloadKind.SERVICE, request.project
+        groups.append(JobGroup(
+            kind=JobGroup.Kind.SERVICE if is_service else JobGroup.Kind.ARRAY, tenant=project.tenant,
+            project=project, owner=user, name=name, request=request.asked,
+            indices=[] if is_service else request.indices,
+            size=request.replicas if is_service else len(request.indices),
+            parallelism=request.array_parallelism, port=request.port, image=request.image, submitted_at=now))
+    JobGroup.objects.bulk_create([group for group in groups if group is not None])
+    return groups
 
 
 def member_name(name: str, kind: str, index: int | None) -> str:
@@ -634,15 +737,22 @@ def member_name(name: str, kind: str, index: int | None) -> str:
 
 def create_member(user, request: JobRequest, name: str, now, group=None, index: int | None = None,
                   revision: int | None = None) -> Job:
-    """One job of a submission: the job itself, an array's task ``index`` or a service's replica ``index``."""
+    """One job of a submission, stored alone: a service's replica ``index`` added later (scale, roll out)."""
+    job, status, reason = _member(user, request, name, now, group, index, revision)
+    return lifecycle.create_many([job], [status], [reason], actor=user)[0]
+
+
+def _member(user, request: JobRequest, name: str, now, group=None, index: int | None = None,
+            revision: int | None = None) -> tuple[Job, str, Phrase]:
+    """One job of a submission, not stored yet, with its first status and the reason of its first event: the job
+    itself, an array's task ``index`` or a service's replica ``index``."""
     task_type = request.task_type
     needs_approval = task_type.requires_approval
     reason = Phrase(gettext_noop("Submitted by %(user)s; task type %(t)s needs approval.") if needs_approval
                     else gettext_noop("Submitted by %(user)s; task type %(t)s needs no approval, queued."),
                     {"user": user.get_username(), "t": task_type.code})
     project = request.project
-    return lifecycle.create_job(
-        status=JobStatus.PENDING if needs_approval else JobStatus.QUEUED, reason=reason, actor=user,
+    job = Job(
         tenant=project.tenant, project=project, owner=user, name=member_name(name, request.kind, index),
         task_type=task_type, gpu_model=request.gpu_model, gpus_per_node=request.gpus_per_node,
         node_count=request.node_count, image=request.image, command=request.command,
@@ -656,3 +766,4 @@ def create_member(user, request: JobRequest, name: str, now, group=None, index: 
         template_version=request.template_version,
         spare_own_jobs=request.spare_own_jobs, asked_cluster=request.cluster,
     )
+    return job, JobStatus.PENDING if needs_approval else JobStatus.QUEUED, reason

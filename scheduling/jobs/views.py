@@ -46,8 +46,8 @@ def _render_dashboard(request):
     jobs = _jobs(user)
     return render(request, "scheduling/dashboard.html", {
         "quota_rows": queries.quota_usage(user),
-        "my_jobs": jobs.filter(owner=user)[:10],
-        "queue": jobs.waiting().order_by("queue_state__queue_position", "submitted_at")[:20],
+        "my_jobs": queries.table_rows(jobs.filter(owner=user))[:10],
+        "queue": queries.table_rows(jobs.waiting().order_by("queue_state__queue_position", "submitted_at"))[:20],
         "capacity": capacity_summary(),
     })
 
@@ -57,7 +57,7 @@ def job_list(request):
     # An array's tasks and a service's replicas are one row each in the groups table, not one row per member.
     filterset = JobFilterSet(request.GET or None, queryset=_jobs(request.user).filter(group__isnull=True),
                              request=request)
-    paginator = Paginator(filterset.qs, 50)
+    paginator = Paginator(queries.table_rows(filterset.qs), 50)
     page = paginator.get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -69,8 +69,7 @@ def job_list(request):
 
 @login_required
 def job_detail(request, pk):
-    job = get_object_or_404(_jobs(request.user).with_placement().select_related("cluster").prefetch_related(
-        "events__actor"), pk=pk)
+    job = get_object_or_404(_jobs(request.user).with_placement().select_related("cluster"), pk=pk)
     per_node: dict = {}
     gpus = job.held_gpus()
     series = gpu_series(gpu.pk for gpu in gpus) if not job.is_terminal else {}
@@ -80,6 +79,7 @@ def job_detail(request, pk):
         per_node.setdefault(gpu.node, []).append(gpu)
     return render(request, "scheduling/job_detail.html", {
         "job": job, "placement": sorted(per_node.items(), key=lambda item: item[0].name),
+        "timeline": queries.timeline(job),
         "max_cancel_reason": CANCEL_REASON_MAX,
         "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
         "estimated_finish": estimated_finish(job), "attempts": attempts_of(job, request.user),

@@ -108,6 +108,17 @@ def test_submit_by_flags_and_by_job_file_then_list_show_and_why(cli, tmp_path):
     detail = cli("--json", "show", job_id).json  # --json before the command works too
     assert detail["id"] == int(job_id) and detail["wait_reason"]["code"] == "quota_exhausted" and detail["events"]
 
+    batch_file = tmp_path / "batch.yaml"  # a batch is all or nothing: the second job's size is refused
+    batch_file.write_text("".join(f"- project: vision/detection\n  task-type: research\n  gpu_model: A100\n"
+                                  f"  gpus_per_node: {size}\n  image: registry.local/pytorch:2.4\n" for size in (1, 0)))
+    refused = cli("submit", "--batch", batch_file)
+    assert refused.code != 0 and "jobs.1.gpus_per_node" in refused.err and Job.objects.count() == 3
+    batch_file.write_text(batch_file.read_text().replace("gpus_per_node: 0", "gpus_per_node: 2"))
+    mixed = cli("submit", "--batch", batch_file, "--project", "vision/segmentation", "--gpus-per-node", "1")
+    assert mixed.code != 0 and "leave out --project, --gpus-per-node" in mixed.err and Job.objects.count() == 3
+    batch = cli("submit", "--batch", batch_file)
+    assert batch.code == 0 and batch.out.startswith("Submitted 2 jobs in one batch: ") and Job.objects.count() == 5
+
 
 def test_why_shows_a_failure_with_its_evidence(cli, settings):
     cli.login("alice")

@@ -14,7 +14,7 @@ and explain every job that still waits — with its queue positions and an estim
    a later job may start only if it ends (max runtime) before the head's shadow time, or uses GPUs the
    head will not need then. A single-node job that has waited ``keep_node_after_hours`` (the longest-waiting
    of its class and model) has a node kept for it before anyone is placed: the shadow counts GPUs, the kept
-   node makes them free on one node.
+   node makes them free on one node. A job that has waited longer than the one it is kept for is not held back.
 5. Preemption: a job of a non-preemptible class may stop lower-priority preemptible jobs; a tenant within
    its guarantee may stop other tenants' jobs of no higher priority that run on borrowed GPUs. Victims: lowest
    priority first, borrowers before jobs within their guarantee, newest first, then the set is made minimal. A job whose
@@ -663,8 +663,12 @@ class _Pass:
         placements = self.cap.place_gang(job, models)
         if placements is None and any(self.cap.nodes[n].gpu_model in models for n in self.cap.kept_for):
             keeper = self._kept_from(job, models)
-            if keeper is not None:  # it would fit only on a node kept for a long-waiting job: that job goes first
+            if keeper is not None and (keeper.submitted_at, keeper.id) < (job.submitted_at, job.id):
+                # it would fit only on a node kept for a job that has waited longer: that job goes first
                 return self.waits.append((job, WaitReason.PRIORITY, base | self._blocker(keeper, job, models)))
+            if keeper is not None:  # it has waited longer than the job the node is kept for: not held back
+                with self.cap.ignoring_kept():
+                    placements = self.cap.place_gang(job, models)
         head = self.heads.get(key)
         backfilled = False
         if placements is not None and head is not None:

@@ -63,6 +63,17 @@ def test_a_long_waiting_head_gets_a_node_kept_that_only_short_jobs_may_use():
     assert {a.job_id for a in result.admissions} >= {2, 3}  # without it the node is refilled
 
 
+
+def test_a_kept_node_never_holds_back_a_job_that_has_waited_longer():
+    # The same nodes: node 1 is kept for the 8-GPU job waiting 20 hours; a gang of 2 x 4 GPUs (never kept for:
+    # more than one node) has waited 30 hours and fits only with node 1's free half: it is not held back.
+    busy = (running(8, "t", 1, range(4), started=NOW, runtime=2 * HOUR),
+            running(9, "t", 2, range(2), started=NOW, runtime=10 * HOUR))
+    waiting = (job(1, 8, submitted=NOW - 20 * HOUR), job(5, 4, n=2, submitted=NOW - 30 * HOUR, max_runtime=10 * HOUR))
+    result = schedule(snap(nodes=nodes(2), quotas=(quota(),), running=busy, waiting=waiting, policy=STRICT))
+    assert [a.job_id for a in result.admissions] == [5]
+    assert result.wait_for(1) is not None
+
 jobs = st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from([10, 50, 80, 100]), st.integers(0, 48 * 60),
                           st.integers(1, 8)), max_size=30)
 

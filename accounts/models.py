@@ -65,6 +65,9 @@ class Preference(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
     time_zone = models.CharField(_("time zone"), max_length=64, blank=True)
     language = models.CharField(_("language"), max_length=16, blank=True, choices=settings.LANGUAGES)
+    # The job list as the person last shaped it (scheduling.jobs.columns keys; empty: the default columns/order).
+    job_columns = models.JSONField(_("job list columns"), default=list, blank=True)
+    job_sort = models.CharField(_("job list order"), max_length=32, blank=True)
 
     class Meta:
         verbose_name = _("preference")

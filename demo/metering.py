@@ -14,6 +14,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from fleet.models import GPU, GpuReading, Node, NodeReading
@@ -30,6 +31,11 @@ from scheduling.models import JobAllocation
 DEMO_PRICES = {"H100": "3.50", "A100": "2.20", "L40S": "1.10", "Ascend910B": "1.80", "MI300X": "2.60"}
 A100_LATER_PRICE = "1.90"
 READING_INTERVAL = timedelta(hours=1)
+#: Every this many-th job of at least this many GPUs uses a quarter of them (``_busy``).
+PART_USED_EVERY = 5
+PART_USED_FROM_GPUS = 4
+#: The utilisation (%) of the quarter of such a job's GPUs that work.
+PART_USED_LEVEL = 60
 
 
 def seed_prices(start: date) -> None:
@@ -73,12 +79,31 @@ def _levels(busy: dict[int, list[tuple]], moments: list) -> dict[tuple[int, int]
     return levels
 
 
+def _busy(start, now) -> dict[int, list[tuple]]:
+    """GPU -> (from, until, utilisation level) of each allocation since ``start``, the running jobs' until now.
+    Every ``PART_USED_EVERY``-th job of ``PART_USED_FROM_GPUS`` GPUs or more keeps only a quarter of them working
+    (the others read idle), so that the job pages show what a job that asked for too many GPUs looks like."""
+    busy: dict[int, list[tuple]] = defaultdict(list)
+    rank: dict[int, int] = defaultdict(int)
+    allocations = list(JobAllocation.objects.filter(Q(released_at__isnull=True) | Q(released_at__gt=start))
+                       .order_by("job_id", "gpu_id")
+                       .values_list("job_id", "gpu_id", "allocated_at", "released_at", "job__executor_state"))
+    sizes = defaultdict(int)
+    for job_id, *_rest in allocations:
+        sizes[job_id] += 1
+    for job_id, gpu_id, allocated, released, state in allocations:
+        level = (state or {}).get("demo_utilization_pct", 50)
+        part_used = sizes[job_id] >= PART_USED_FROM_GPUS and job_id % PART_USED_EVERY == 0
+        if part_used:  # a quarter of its GPUs busy (even when the job's own level is an idle one), the rest idle
+            level = 0 if rank[job_id] >= sizes[job_id] // 4 else max(level, PART_USED_LEVEL)
+        rank[job_id] += 1
+        busy[gpu_id].append((allocated, released or now, level))
+    return busy
+
+
 def seed_readings(start, now, seed: int = 11) -> int:
     rng = random.Random(seed)
-    busy: dict[int, list[tuple]] = defaultdict(list)
-    for gpu_id, allocated, released, state in JobAllocation.objects.filter(
-            released_at__gt=start).values_list("gpu_id", "allocated_at", "released_at", "job__executor_state"):
-        busy[gpu_id].append((allocated, released or now, (state or {}).get("demo_utilization_pct", 50)))
+    busy = _busy(start, now)
     gpus = list(GPU.objects.values_list("id", "node_id", "memory_mb"))
     # InfiniBand counters only on the nodes of InfiniBand networks ("ib-…"), as the simulated agents report them
     infiniband = set(Node.objects.filter(network_domain__startswith="ib").values_list("id", flat=True))
@@ -92,7 +117,7 @@ def seed_readings(start, now, seed: int = 11) -> int:
         for gpu_id, node_id, memory in gpus:
             util = 0
             level = levels.get((gpu_id, hour))
-            if level is not None:
+            if level:  # a held GPU its job leaves idle (level 0) reads 0, as an unheld one
                 util = max(0, min(100, round(rng.gauss(level, 5))))
             # the columns' types: a whole degree (SmallIntegerField), watts as a float
             readings.append((gpu_id, at, util, int(memory * (0.05 + 0.9 * util / 100)) if util else 300,

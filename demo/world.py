@@ -20,7 +20,7 @@ from django.db.models import Prefetch
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from fleet.models import GPU, Cluster, ExecutorKind, Node
+from fleet.models import GPU, AdminState, Cluster, ExecutorKind, Node
 from gpuportal.text import phrases
 from gpuportal.text.phrases import Phrase
 from metering.reports import monthly as reports
@@ -59,7 +59,21 @@ NODES = (
     # a mixed fleet: a Huawei Ascend pool (HCCS) and an AMD Instinct pool (Infinity Fabric) beside NVIDIA
     + [(f"dc3-r1-npu-910b-{i:02d}", "Ascend910B", "dc3", "dc3-r1", "roce-dc3") for i in (1, 2)]
     + [(f"dc3-r2-amd-mi300x-{i:02d}", "MI300X", "dc3", "dc3-r2", "roce-dc3") for i in (1, 2)]
+    + [(f"dc1-r4-h100-{i:02d}", "H100", "dc1", "dc1-r4", "ib-dc1-a") for i in (5, 6)]
 )
+#: The history's fleet change: two H100 nodes joined in the middle of the last closed month (the what-if backtest
+#: replays the weeks before with them added and compares with the weeks after, ``metering.whatif.backtest``). They
+#: are cordoned since this month began (a firmware update), so that today's jobs meet the fleet the live scenario
+#: was written for.
+ADDED_MID_MONTH = ("dc1-r4-h100-05", "dc1-r4-h100-06")
+
+
+def fleet_change(now=None) -> tuple[datetime, datetime]:
+    """When the nodes of ``ADDED_MID_MONTH`` joined (local midnight of the 15th of the last closed month) and when
+    they were cordoned (the first of this month)."""
+    this_month = timezone.localtime(now or timezone.now()).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    last_month = (this_month - timedelta(days=1)).replace(day=1)
+    return last_month.replace(day=15), this_month
 
 TENANTS = {
     "vision": ("Computer Vision Lab", ["detection", "segmentation"],
@@ -141,10 +155,15 @@ def seed_structure() -> dict:
             "default_max_runtime_minutes": runtime})
     cluster, _ = Cluster.objects.get_or_create(name="sim", defaults={
         "description": "Simulated cluster of the embedded demo"})
+    joined, _cordoned = fleet_change()
     for name, model, dc, rack, network in NODES:
-        node, _ = Node.objects.get_or_create(name=name, defaults={
+        node, made = Node.objects.get_or_create(name=name, defaults={
             "cluster": cluster, "gpu_model": model, "datacenter": dc, "rack": rack, "network_domain": network,
-            "cpu_milli": 128_000, "memory_mib": 2_097_152})
+            "cpu_milli": 128_000, "memory_mib": 2_097_152,
+            "admin_state": AdminState.CORDONED if name in ADDED_MID_MONTH else AdminState.ACTIVE})
+        if made:  # registered before the history that runs on it (the two of ADDED_MID_MONTH: when they joined)
+            Node.objects.filter(pk=node.pk).update(
+                created=joined if name in ADDED_MID_MONTH else history_start() - timedelta(days=1))
         for index in range(8):
             GPU.objects.get_or_create(node=node, index=index, defaults={
                 "uuid": _uuid(name, index), "model": model, "memory_mb": GPU_MEMORY_MB[model]})
@@ -260,21 +279,32 @@ def _multi_node_plans(rng, start, now):
 
 
 class _GpuCalendar:
-    """When each GPU of the demo cluster is free again, so that no two back-dated runs share a GPU."""
+    """When each GPU of the demo cluster is free again, so that no two back-dated runs share a GPU. A node of
+    ``ADDED_MID_MONTH`` takes work only from when it joined until it was cordoned (``fleet_change``)."""
 
     def __init__(self):
         self.free_at: dict[int, datetime] = {}
         self.nodes: dict[str, list[tuple[Node, list[GPU]]]] = defaultdict(list)
+        joined, cordoned = fleet_change()
+        self.window: dict[int, tuple[datetime, datetime]] = {}
         for node in Node.objects.prefetch_related("gpus").order_by("name"):
             self.nodes[node.gpu_model].append((node, sorted(node.gpus.all(), key=lambda gpu: gpu.index)))
+            if node.name in ADDED_MID_MONTH:
+                self.window[node.pk] = (joined, cordoned)
 
     def _options(self, model: str, count: int, at: datetime, avoid) -> list[tuple[datetime, Node, list[GPU]]]:
-        """For each node of ``model`` (not one of ``avoid``): from when on it has ``count`` free GPUs, and which."""
+        """For each node of ``model`` (not one of ``avoid``, taking work at the time): from when on it has ``count``
+        free GPUs, and which."""
         options = []
         for node, gpus in self.nodes[model]:
+            opens, closes = self.window.get(node.pk, (at, None))
+            earliest = max(at, opens)
             if node.pk not in avoid:
-                free = sorted(gpus, key=lambda gpu: (max(self.free_at.get(gpu.pk, at), at), gpu.index))[:count]
-                options.append((max(max(self.free_at.get(gpu.pk, at), at) for gpu in free), node, free))
+                free = sorted(gpus, key=lambda gpu: (max(self.free_at.get(gpu.pk, earliest), earliest), gpu.index))
+                free = free[:count]
+                start = max(max(self.free_at.get(gpu.pk, earliest), earliest) for gpu in free)
+                if closes is None or start < closes:
+                    options.append((start, node, free))
         return options
 
     def place(self, rng, model: str, count: int, at: datetime, avoid=()) -> tuple[datetime, Node, list[GPU]]:
@@ -424,10 +454,13 @@ def seed_live_jobs(users: dict) -> list[Job]:
     jobs = []
     for username, project, task_type, model, gpus, nodes, command in LIVE_JOBS:
         notebook = task_type == "notebook"  # notebooks one can open (a stand-in Jupyter on the simulated cluster)
-        jobs.append(submission.submit_job(users[username], {
+        fields = {
             "project": project, "task_type": task_type, "gpu_model": model, "gpus_per_node": gpus,
             "nodes": nodes, "kind": "notebook" if notebook else "batch", "command": "" if notebook else command,
-            "image": "registry.local/jupyter:cuda12" if notebook else "registry.local/pytorch:2.4-cuda12"}))
+            "image": "registry.local/jupyter:cuda12" if notebook else "registry.local/pytorch:2.4-cuda12"}
+        if (username, task_type) == ("alice", "training"):  # her run's TensorBoard opens through the portal
+            fields["ports"] = ["tensorboard:6006"]
+        jobs.append(submission.submit_job(users[username], fields))
     # an inference service that serves (two replicas, answering through the portal)
     jobs.append(submission.submit_job(users["bob"], {
         "project": "nlp/chat-eval", "task_type": "inference", "gpu_model": "L40S", "gpus_per_node": 1,

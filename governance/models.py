@@ -104,6 +104,8 @@ class NotificationKind(models.TextChoices):
     JOB_FAILED = "job_failed", _("My job failed")
     JOB_PREEMPTED = "job_preempted", _("My job was preempted")
     JOB_SUCCEEDED = "job_succeeded", _("My job succeeded")
+    JOB_REQUEUED = "job_requeued", _("My job was requeued")
+    JOB_CANCELLED = "job_cancelled", _("Someone else cancelled my job")
     RECLAMATION_WARNING = "reclamation_warning", _("My idle job will be reclaimed")
     RECLAMATION_ACTION = "reclamation_action", _("My idle job was reclaimed")
 
@@ -111,6 +113,12 @@ class NotificationKind(models.TextChoices):
 # Kinds a user receives only after choosing them: most jobs end well, and a message for each would bury the
 # ones that need attention (a failure, a preemption). Every other kind is sent until the user turns it off.
 OPT_IN_KINDS = frozenset({NotificationKind.JOB_SUCCEEDED})
+# Kinds mailed only to a user who chose mail for them (or, for a job's events, whose job asked with its mail types,
+# as Slurm's --mail-type): news of one's own jobs and requests is in the portal; mail is for who wants it there too.
+MAIL_OPT_IN_KINDS = frozenset({
+    NotificationKind.JOB_STARTED, NotificationKind.JOB_SUCCEEDED, NotificationKind.JOB_FAILED,
+    NotificationKind.JOB_PREEMPTED, NotificationKind.JOB_REQUEUED, NotificationKind.JOB_CANCELLED,
+    NotificationKind.REQUEST_DECIDED})
 
 
 class Notification(models.Model):
@@ -145,6 +153,31 @@ class NotificationPreference(models.Model):
 
     def __str__(self):
         return f"{self.user} {self.kind}: app={self.in_app} email={self.email}"
+
+
+class MailDelivery(models.Model):
+    """One mail for one event to one recipient, written in their language when the event happened and sent by a
+    Celery task (``governance.notifications.mail``). Unique per event and recipient, so that a duplicated signal
+    or a retried task never mails twice; ``sent_at`` says it went out, ``last_error`` why it has not yet."""
+
+    event = models.CharField(_("event"), max_length=120)
+    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    address = models.EmailField(_("address"))
+    subject = models.CharField(_("subject"), max_length=250)
+    body = models.TextField(_("body"))
+    notification = models.ForeignKey(Notification, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created = models.DateTimeField(_("created"), auto_now_add=True)
+    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
+    tries = models.PositiveSmallIntegerField(_("tries"), default=0)
+    last_error = models.TextField(_("last error"), blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["event", "recipient"], name="mail_delivery_once_per_event")]
+        verbose_name = _("mail delivery")
+        verbose_name_plural = _("mail deliveries")
+
+    def __str__(self):
+        return f"{self.event} -> {self.address}: {'sent' if self.sent_at else 'not sent'}"
 
 
 class IdlePolicy(TimeStampedModel):

@@ -335,7 +335,7 @@ def decide(user, request: PriorityRequest, approve: bool, comment: str = "") -> 
     notify([request.requester], NotificationKind.REQUEST_DECIDED,
            lambda: _("Your request #%(id)d was %(state)s by %(user)s") % {
                "id": request.pk, "state": request.get_state_display().lower(), "user": user.get_username()},
-           comment, request.get_absolute_url())
+           comment, request.get_absolute_url(), event=f"request:{request.pk}:{request.state}")
     request_scheduling_pass()
     return request
 
@@ -404,7 +404,8 @@ def expire(request: PriorityRequest, now=None) -> bool:
                      after={"state": RequestState.EXPIRED}, reason=Phrase(gettext_noop("Undecided until %(t)s."), {
                          "t": request.expires_at.isoformat(timespec="minutes")}))
     notify([request.requester], NotificationKind.REQUEST_DECIDED,
-           lambda: _("Your request #%(id)d expired undecided") % {"id": request.pk}, "", request.get_absolute_url())
+           lambda: _("Your request #%(id)d expired undecided") % {"id": request.pk}, "", request.get_absolute_url(),
+           event=f"request:{request.pk}:{RequestState.EXPIRED}")
     return True
 
 

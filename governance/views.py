@@ -17,7 +17,7 @@ from governance.models import Notification, NotificationPreference, RequestState
 from governance.notifications.services import preferences
 from governance.queries import impact_sections
 from gpuportal.text.dates import day_start
-from scheduling.jobs.queries import quota_usage
+from scheduling.jobs.queries import in_queue_order, quota_usage
 from scheduling.models import Job, Reservation
 
 
@@ -64,16 +64,15 @@ def _detail_page(request, item, comment: str = "", comment_error: str = "", stat
                "max_comment": services.MAX_COMMENT}
     if item.is_pending:
         impact = (None if refusal else services.impact_of(item)) or item.impact  # the queue as it is now
-        queue = (Job.objects.visible_to(request.user).waiting().filter(tenant=item.tenant)
-                 .select_related("queue_state", "task_type", "owner")
-                 .order_by("queue_state__queue_position", "submitted_at"))
+        queue = Job.objects.visible_to(request.user).waiting().filter(tenant=item.tenant)
         if item.gpu_model:
             queue = queue.filter(gpu_model=item.gpu_model)
+        queue = in_queue_order(queue.select_related("queue_state", "task_type", "owner"), 10)
         context.update(
             impact=impact_sections(impact, request.user) if impact else None,
             usage=[row for row in quota_usage(request.user) if row.tenant == item.tenant.name
                    and (not item.gpu_model or row.gpu_model == item.gpu_model)],
-            queue=queue[:10])
+            queue=queue)
     return render(request, "governance/request_detail.html", context, status=status)
 
 

@@ -56,6 +56,7 @@ def beat_schedule() -> dict:
         "import-slurm-accounting": {"task": "metering.tasks.import_slurm_accounting",
                                     "schedule": float(settings.METERING["ROLLUP_INTERVAL_SECONDS"])},
         "expire-requests": {"task": "governance.tasks.expire_requests", "schedule": 600},
+        "resend-unsent-mail": {"task": "governance.tasks.resend_unsent_mail", "schedule": 600},
         "check-idle-jobs": {"task": "governance.tasks.check_idle_jobs",
                             "schedule": float(settings.GOVERNANCE["IDLE_CHECK_INTERVAL_SECONDS"])},
         "watch-kubernetes": {"task": "scheduling.tasks.watch_kubernetes",

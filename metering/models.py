@@ -353,3 +353,53 @@ class AcceptanceNote(models.Model):
 
     def __str__(self):
         return f"{self.get_area_display()} note by {self.author or '?'} ({self.created_at:%Y-%m-%d})"
+
+
+class WhatIfRun(models.Model):
+    """A month's demand replayed through the scheduling engine as it was and with one change (``metering.whatif``).
+
+    Started from the page, the API or ``manage.py what_if``, run by a Celery task that writes its progress here, and
+    kept with its figures, so that advice can cite it and anyone can read it again. ``kind`` says what it answers:
+    a change someone asked about, the capacity advice's sizing of a month, or the backtest of a real fleet change."""
+
+    class Kind(models.TextChoices):
+        CHANGE = "change", _("Change")
+        SIZING = "sizing", _("Capacity sizing")
+        BACKTEST = "backtest", _("Backtest")
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        DONE = "done", _("Done")
+        FAILED = "failed", _("Failed")
+
+    month = models.DateField(_("month"), help_text=_("First day of the month replayed."))
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices, default=Kind.CHANGE)
+    change = models.JSONField(_("change"), default=dict, blank=True)
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.QUEUED)
+    progress = models.FloatField(_("progress"), default=0, help_text=_("Share done, 0 to 1."))
+    result = models.JSONField(_("result"), null=True, blank=True)
+    error = models.TextField(_("error"), blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created = models.DateTimeField(_("created"), auto_now_add=True)
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["month", "kind", "status"])]
+        verbose_name = _("what-if run")
+        verbose_name_plural = _("what-if runs")
+
+    def __str__(self):
+        return f"what-if #{self.pk} {self.month:%Y-%m} {self.kind} ({self.status})"
+
+    @property
+    def error_text(self) -> str:
+        """Why it failed, in the reader's language (``error`` holds a message id of ``metering.whatif.services``)."""
+        return gettext(self.error) if self.error else ""
+
+    @property
+    def month_text(self) -> str:
+        return f"{self.month:%Y-%m}"

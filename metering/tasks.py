@@ -1,5 +1,6 @@
-"""Celery tasks of metering: the hourly rollup of yesterday and today, freezing the month that closed, and
-importing the Slurm clusters' own accounting."""
+"""Celery tasks of metering: the hourly rollup of yesterday and today, freezing the month that closed (its
+capacity sizing by what-if replay first, which the advice cites), importing the Slurm clusters' own accounting,
+and what-if runs."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from gpuportal.text.dates import local_day
 from metering.reports import monthly as reports
 from metering.usage.rollup import rollup
 from metering.usage.slurm import import_accounting
+from metering.whatif import services as whatif
 from scheduling.executors.slurm.client import SlurmError
 from tenants.models import Tenant
 
@@ -32,6 +34,8 @@ def rollup_recent() -> dict:
 def freeze_last_month() -> list[str]:
     """Freeze the platform report and every tenant's report of the month that closed last."""
     last_month = reports.last_closed_month()
+    if reports.current_snapshot(last_month, None) is None and whatif.latest_sizing(last_month) is None:
+        whatif.size_month(last_month)  # the platform report's capacity advice cites it
     frozen = []
     for tenant in [None, *Tenant.objects.all()]:
         if reports.current_snapshot(last_month, tenant) is None:
@@ -55,3 +59,10 @@ def import_slurm_accounting() -> list[dict]:
             logger.warning("slurm accounting of %s not imported: %s", cluster.name, exc)
             done.append({"cluster": cluster.name, "error": str(exc)})
     return done
+
+
+@shared_task
+def run_what_if(run_id: int) -> dict:
+    """One stored what-if run (``metering.whatif.services``): its progress is written as it goes."""
+    run = whatif.execute(run_id)
+    return {"id": run.pk, "status": run.status}

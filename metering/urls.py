@@ -3,6 +3,7 @@ from django.urls import path
 from metering.improvements import views as improvement_views
 from metering.reports import views
 from metering.review import views as review_views
+from metering.whatif import views as whatif_views
 
 app_name = "metering"
 urlpatterns = [
@@ -11,6 +12,8 @@ urlpatterns = [
     path("actions/", improvement_views.action_list, name="action-list"),
     path("actions/new/", improvement_views.action_create, name="action-create"),
     path("actions/<int:pk>/", improvement_views.action_edit, name="action-edit"),
+    path("what-if/", whatif_views.what_if_index, name="what-if"),
+    path("what-if/<int:pk>/", whatif_views.what_if_detail, name="what-if-detail"),
     path("<str:month>/pack.<str:fmt>", review_views.review_pack, name="platform-pack"),
     path("<str:month>/<slug:tenant>/pack.<str:fmt>", review_views.review_pack, name="tenant-pack"),
     path("<str:month>/", views.monthly_report, name="platform-report"),

@@ -4,7 +4,11 @@ A job's ``status`` is written only by :func:`scheduling.lifecycle.transition`, w
 :class:`JobEvent` with the reason for every change.
 """
 
-from datetime import timedelta
+import sys
+import threading
+from array import array
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 
 from django.conf import settings
@@ -309,6 +313,20 @@ class HeldBy(models.TextChoices):
     ADMIN = "admin", _("admin")
 
 
+class MailType(models.TextChoices):
+    """The events of a job its owner may be mailed about: Slurm's ``--mail-type`` (``ALL`` is every one of them,
+    ``NONE`` none, stored as itself so that it overrides the owner's preferences)."""
+
+    BEGIN = "BEGIN", _("when it starts")
+    END = "END", _("when it ends, however")
+    FAIL = "FAIL", _("when it fails")
+    REQUEUE = "REQUEUE", _("when it is requeued")
+
+
+#: ``Job.mail_type`` of a job that asked for no mail at all.
+MAIL_NONE = "NONE"
+
+
 class Job(TimeStampedModel):
     """A request for ``node_count`` x ``gpus_per_node`` GPUs of one model to run an image.
 
@@ -344,6 +362,9 @@ class Job(TimeStampedModel):
     memory_mib = models.PositiveIntegerField(_("memory per node (MiB)"), default=0)
     held_by = models.CharField(_("held by"), max_length=10, blank=True, choices=HeldBy.choices)
     requeue_on_preemption = models.BooleanField(_("requeue when preempted"), default=True)
+    mail_type = models.CharField(_("mail when"), max_length=40, blank=True, help_text=_(
+        "The events its owner is mailed about (MailType values, comma-separated, as Slurm's --mail-type); empty: "
+        "as the owner's notification preferences say; NONE: never."))
     spare_own_jobs = models.BooleanField(_("spare my running jobs"), default=False, help_text=_(
         "Never preempt a running job of the same owner to start this one (it waits instead)."))
     retry_count = models.PositiveIntegerField(_("retries"), default=0)
@@ -371,6 +392,9 @@ class Job(TimeStampedModel):
     progress_total = models.PositiveBigIntegerField(_("total steps"), null=True, blank=True)
     progress_message = models.CharField(_("progress message"), max_length=500, blank=True)
     progress_at = models.DateTimeField(_("progress reported"), null=True, blank=True)
+    ports = models.JSONField(_("named ports"), default=list, blank=True, help_text=_(
+        "Ports the job's program serves (TensorBoard, a web UI), each opened through the portal: a list of "
+        "{\"name\", \"port\"} (NamedPort)."))
 
     objects = JobQuerySet.as_manager()
 
@@ -413,7 +437,15 @@ class Job(TimeStampedModel):
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
-    # The scheduler's view of a waiting job lives in JobQueueState; these read it (None / "" otherwise).
+    @property
+    def mail_types(self) -> frozenset[str] | None:
+        """The events the job itself asked to be mailed about; None where it left it to its owner's preferences."""
+        if not self.mail_type:
+            return None
+        return frozenset() if self.mail_type == MAIL_NONE else frozenset(self.mail_type.split(","))
+
+    # The scheduler's view of a waiting job: its reason in JobQueueState, its places and estimates in the pass's
+    # QueueTable; these read them (None / "" otherwise).
     def _queue_state(self):
         if not self.is_waiting:
             return None
@@ -421,6 +453,17 @@ class Job(TimeStampedModel):
             return self.queue_state
         except JobQueueState.DoesNotExist:
             return None
+
+    def refresh_from_db(self, *args, **kwargs):
+        self.__dict__.pop("_place", None)  # read the queue table again too, as the queue state is
+        super().refresh_from_db(*args, **kwargs)
+
+    def _queue_place(self) -> "QueuePlace | None":
+        if not self.is_waiting:
+            return None
+        if "_place" not in self.__dict__:
+            self.__dict__["_place"] = queue_places().get(self.pk)
+        return self.__dict__["_place"]
 
     @property
     def wait_reason(self) -> str:
@@ -433,19 +476,25 @@ class Job(TimeStampedModel):
         return state.wait_reason_params if state else {}
 
     @property
-    def queue_position(self):
-        state = self._queue_state()
-        return state.queue_position if state else None
+    def queue_position(self) -> int | None:
+        place = self._queue_place()
+        return place.position if place else None
 
     @property
-    def tenant_queue_position(self):
-        state = self._queue_state()
-        return state.tenant_queue_position if state else None
+    def tenant_queue_position(self) -> int | None:
+        place = self._queue_place()
+        return place.tenant_position if place else None
+
+    @property
+    def model_queue_position(self) -> int | None:
+        """The place among the jobs waiting for the same GPU model, over every cluster (the order its GPUs go)."""
+        place = self._queue_place()
+        return place.model_position if place else None
 
     @property
     def estimated_start(self):
-        state = self._queue_state()
-        return state.estimated_start if state else None
+        place = self._queue_place()
+        return place.estimated_start if place else None
 
     @property
     def likely_start(self) -> str:
@@ -464,13 +513,13 @@ class Job(TimeStampedModel):
 
     @property
     def earliest_start(self):
-        state = self._queue_state()
-        return state.earliest_start if state else None
+        place = self._queue_place()
+        return place.earliest_start if place else None
 
     @property
     def latest_start(self):
-        state = self._queue_state()
-        return state.latest_start if state else None
+        place = self._queue_place()
+        return place.latest_start if place else None
 
     # Django's generated get_FOO_display() rebuilds a hashable copy of the choices on every call; these are
     # drawn on every row of every job list, so they look the label up in the enumeration instead.
@@ -488,32 +537,153 @@ class Job(TimeStampedModel):
         """The wait reason as a sentence, in the reader's language."""
         if not self.wait_reason:
             return ""
-        return render_reason(self.wait_reason, self.wait_reason_params, translate=gettext)
+        return render_reason(self.wait_reason, local_moments(self.wait_reason_params), translate=gettext)
+
+
+def local_moments(params: dict) -> dict:
+    """A reason's numbers with the moment a job it waits for is likely done (the engine writes it in UTC, beside
+    its timestamp) in the reader's time zone: the day only when it is not today."""
+    if not isinstance(params.get("done_by_ts"), (int, float)):
+        return params
+    moment = localtime(datetime.fromtimestamp(params["done_by_ts"], tz=UTC))
+    return params | {"done_by": moment.strftime("%H:%M" if moment.date() == localtime().date() else "%m-%d %H:%M")}
 
 
 class JobQueueState(models.Model):
-    """The scheduler's view of one waiting job: why it waits, where it stands, when it should start.
+    """Why one waiting job waits, as the scheduler last said: the reason and its numbers.
 
-    A narrow table of its own: every pass rewrites it for thousands of jobs, which costs a tenth of updating
-    the wide, heavily indexed job rows. The row goes when the job stops waiting.
+    A narrow table of its own, written only when a job's reason or its numbers change (each change is an event
+    on the job's timeline too); where the job stands and when it should start change with nearly every pass
+    and live in the pass's ``QueueTable``. The row goes when the job stops waiting.
     """
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, primary_key=True, related_name="queue_state")
     wait_reason = models.CharField(_("wait reason"), max_length=32, choices=WaitReason.choices, blank=True)
     wait_reason_params = models.JSONField(_("wait reason numbers"), default=dict, blank=True)
-    queue_position = models.PositiveIntegerField(_("queue position"), null=True, blank=True)
-    tenant_queue_position = models.PositiveIntegerField(_("position in tenant"), null=True, blank=True)
-    estimated_start = models.DateTimeField(_("estimated start"), null=True, blank=True)
-    # The likely start range (engine: the estimate with shorter and longer runtimes); empty when unknown.
-    earliest_start = models.DateTimeField(_("earliest likely start"), null=True, blank=True)
-    latest_start = models.DateTimeField(_("latest likely start"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("queue state")
         verbose_name_plural = _("queue states")
 
     def __str__(self):
-        return f"{self.job_id}: {self.wait_reason} #{self.queue_position}"
+        return f"{self.job_id}: {self.wait_reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePlace:
+    """Where one waiting job stood in the last pass: its place in its cluster's queue, in its tenant's and among
+    the jobs waiting for its GPU model (over every cluster), and when it should start (None: no estimate)."""
+
+    position: int
+    tenant_position: int
+    model_position: int
+    estimated_start: datetime | None
+    earliest_start: datetime | None
+    latest_start: datetime | None
+
+
+#: The numbers a ``QueueTable`` keeps per waiting job, in this order, as 64-bit integers (times in milliseconds
+#: since the epoch; -1 for no estimate).
+PLACE_FIELDS = ("job_id", "position", "tenant_position", "model_position", "estimated_ms", "earliest_ms",
+                "latest_ms")
+NO_TIME = -1
+
+
+class QueuePlaces:
+    """A decoded ``QueueTable``: each listed job's ``QueuePlace`` by job id, built on demand."""
+
+    def __init__(self, token: str = "", data: bytes = b""):
+        self.token = token
+        self.numbers = array("q")
+        self.numbers.frombytes(data)
+        if sys.byteorder != "little":
+            self.numbers.byteswap()
+        width = len(PLACE_FIELDS)
+        self.index = {job_id: i * width for i, job_id in enumerate(self.numbers[::width])}
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def get(self, job_id: int) -> QueuePlace | None:
+        at = self.index.get(job_id)
+        if at is None:
+            return None
+        _job, position, tenant, model, *times = self.numbers[at:at + len(PLACE_FIELDS)]
+        return QueuePlace(position, tenant, model, *(None if t == NO_TIME else datetime.fromtimestamp(
+            t / 1000, tz=UTC) for t in times))
+
+    @staticmethod
+    def encode(rows: list[tuple[int, ...]]) -> bytes:
+        """``rows`` of ``PLACE_FIELDS`` as the bytes a ``QueueTable`` keeps."""
+        numbers = array("q", (n for row in rows for n in row))
+        if sys.byteorder != "little":
+            numbers.byteswap()
+        return numbers.tobytes()
+
+
+class QueueTable(models.Model):
+    """Where every waiting job stands and when it should start, as the last pass computed them: one row.
+
+    A job's place moves whenever one ahead of it starts, leaves or is reordered by fair share, and its
+    estimate with every job that ends early: in a busy queue nearly every job's numbers change every pass, and
+    writing them as a row per job cost the pass more than deciding. So the pass writes them as one packed
+    table (``PLACE_FIELDS`` per job, ``QueuePlaces.encode``) in one statement, and readers decode it once per
+    request (``queue_places``). ``token`` changes with every write, so a reader knows its decoded copy is
+    current with one small query."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    token = models.CharField(max_length=32)
+    computed_at = models.DateTimeField()
+    jobs = models.PositiveIntegerField(default=0)
+    places = models.BinaryField()
+
+    class Meta:
+        verbose_name = _("queue table")
+        verbose_name_plural = _("queue tables")
+
+    def __str__(self):
+        return f"{self.jobs} waiting jobs at {self.computed_at:%Y-%m-%d %H:%M:%S}"
+
+
+_decoded = {"places": QueuePlaces()}
+_scope = threading.local()
+
+
+def queue_places(fresh: bool = False) -> QueuePlaces:
+    """The last pass's places, decoded once per process and table. Inside a request the table is checked once
+    (``begin_request``): every row of a page reads the same pass; ``fresh`` checks it again (the pass that writes
+    it compares with what is stored now)."""
+    if not fresh and getattr(_scope, "places", None) is not None:
+        return _scope.places
+    kept = _decoded["places"]
+    token = QueueTable.objects.filter(pk=1).values_list("token", flat=True).first()
+    if token is None:
+        places = QueuePlaces()
+    elif token == kept.token:
+        places = kept
+    else:
+        row = QueueTable.objects.filter(pk=1).values_list("token", "places").first()
+        places = QueuePlaces(row[0], bytes(row[1])) if row else QueuePlaces()
+        _decoded["places"] = places
+    if getattr(_scope, "active", False):
+        _scope.places = places
+    return places
+
+
+def keep_places(places: QueuePlaces) -> None:
+    """The pass that wrote ``places`` keeps them decoded once it committed: its own process, and its request if it
+    ran in one, read them without decoding them again."""
+    _decoded["places"] = places
+    if getattr(_scope, "active", False):
+        _scope.places = places
+
+
+def begin_request(**_kwargs) -> None:
+    _scope.active, _scope.places = True, None
+
+
+def end_request(**_kwargs) -> None:
+    _scope.active, _scope.places = False, None
 
 
 class Reservation(TimeStampedModel):
@@ -574,6 +744,7 @@ class JobEvent(models.Model):
         RETRY = "retry", _("Automatic retry")
         RECONCILE = "reconcile", _("Reconciliation")
         PREEMPTION = "preemption", _("Preemption")
+        DEPENDENCY = "dependency", _("Dependency")
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(_("time"), db_index=True)
@@ -599,7 +770,7 @@ class JobEvent(models.Model):
         its message id (``gpuportal.text.phrases``); other text as it was stored."""
         if self.kind == self.Kind.WAIT_REASON and self.data.get("code") and "params" in self.data:
             try:
-                return render_reason(self.data["code"], self.data["params"], translate=gettext)
+                return render_reason(self.data["code"], local_moments(self.data["params"]), translate=gettext)
             except (KeyError, TypeError, ValueError):
                 return self.reason
         return phrases.read(self.reason, self.data)
@@ -627,6 +798,13 @@ class PreemptedBy(TypedDict):
     preemptor_tenant: str
     preemptor_owner: int
     rule: str
+
+
+class NamedPort(TypedDict):
+    """One port a job declared at submission (``tensorboard`` on 6006), as ``Job.ports`` keeps it."""
+
+    name: str
+    port: int
 
 
 class StoppedNote(TypedDict):
@@ -722,3 +900,34 @@ class JobArtifact(models.Model):
 
     def __str__(self):
         return f"{self.job_id}: {self.name}"
+
+
+class DependencyCondition(models.TextChoices):
+    """When a job may start after the job it names (Slurm's ``--dependency``; ``scheduling/engine/dependencies.py``
+    decides when each is met)."""
+
+    AFTER_OK = "afterok", _("after it succeeds")
+    AFTER_ANY = "afterany", _("after it ends, however")
+    AFTER_NOT_OK = "afternotok", _("after it fails")
+    AFTER_CORR = "aftercorr", _("after the same task of the other array succeeds")
+
+
+class JobDependency(models.Model):
+    """One job waits for another (``on_job``) to end as ``condition`` asks; with ``whole_array`` for every task
+    of ``on_job``'s array (named by its first task's id, as Slurm names an array by its array job id). Whether it
+    is met is not stored: the pass reads it from the statuses every time, so a parent's change needs no write here.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependencies")
+    on_job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependents")
+    condition = models.CharField(_("condition"), max_length=12, choices=DependencyCondition.choices)
+    whole_array = models.BooleanField(_("every task of its array"), default=False)
+
+    class Meta:
+        ordering = ["job", "id"]
+        constraints = [models.UniqueConstraint(fields=["job", "on_job", "condition"], name="dependency_unique")]
+        verbose_name = _("dependency")
+        verbose_name_plural = _("dependencies")
+
+    def __str__(self):
+        return f"{self.job_id} {self.condition}:{self.on_job_id}"

@@ -11,9 +11,12 @@ import uuid
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 
 from fleet.models import GPU, Cluster, Node
-from scheduling.models import TaskType
+from scheduling import lifecycle
+from scheduling.models import NO_TIME, Job, JobQueueState, TaskType, queue_places
+from scheduling.passes import queue_states
 from tenants.models import Membership, PlatformRole, Project, Quota, Role, Tenant
 
 PASSWORD = "demo"
@@ -95,3 +98,32 @@ def _build_world() -> dict:
     tenants = {name: make_tenant(name, projects, quotas) for name, (projects, quotas) in TENANTS.items()}
     users = {name: make_user(name, tenants.get(tenant), roles) for name, (tenant, roles) in USERS.items()}
     return {"cluster": cluster, "tenants": tenants, "users": users}
+
+
+def make_job(owner, tenant: Tenant, status: str, name: str = "job", gpu_model: str = "A100", **fields):
+    """A job stored straight in ``status`` (lifecycle.import_jobs: one event), with any of its fields set (times,
+    exit code, size); no pass runs for it."""
+    defaults = {"project": Project.objects.filter(tenant=tenant).first(), "task_type": TaskType.objects.first(),
+                "gpus_per_node": 1, "image": "registry.local/img", "priority": 50, "max_runtime_minutes": 60}
+    return lifecycle.import_jobs([Job(owner=owner, tenant=tenant, name=name, gpu_model=gpu_model,
+                                      submitted_at=fields.pop("submitted_at", None) or timezone.now(),
+                                      **{**defaults, **fields})], status, "test fixture")[0]
+
+
+def make_queue_state(job, reason: str = "", params: dict | None = None, position: int | None = None,
+                     tenant_position: int = 1, estimated_start=None, earliest_start=None, latest_start=None):
+    """What a pass would have written of a waiting job: its reason row and, with a ``position``, its place in the
+    queue table (the other jobs' places kept; places among a model's jobs counted as the pass counts them)."""
+    JobQueueState.objects.update_or_create(job=job, defaults={"wait_reason": reason,
+                                                              "wait_reason_params": params or {}})
+    if position is None:
+        return
+    table = queue_places()
+    places = [(pk, *(table.numbers[at + 1:at + 3]), *(None if t == NO_TIME else t / 1000
+                                                     for t in table.numbers[at + 4:at + 7]))
+              for pk, at in table.index.items() if pk != job.pk]
+    places.append((job.pk, position, tenant_position,
+                   *(t.timestamp() if t else None for t in (estimated_start, earliest_start, latest_start))))
+    models = dict(Job.objects.filter(pk__in=[p[0] for p in places]).values_list("pk", "gpu_model"))
+    queue_states.write_table(queue_states.place_rows([p for p in places if p[0] in models], models),
+                             timezone.now())

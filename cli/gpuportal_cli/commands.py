@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import time
+import webbrowser
 from datetime import date
 from pathlib import Path
 from urllib.parse import quote
@@ -16,6 +17,7 @@ from urllib.parse import quote
 import yaml
 
 from . import config, explain, render
+from . import efficiency as efficiency_text
 from .api import Portal
 from .errors import CliError, ExitCode
 from .i18n import gettext_ as _
@@ -130,11 +132,17 @@ SUBMIT_OPTIONS = (
     ("image", str, _("container image, e.g. registry.local/pytorch:2.4")),
     ("command", str, _("command to run")),
     ("max_runtime_minutes", int, _("max runtime in minutes (default: the task type's)")),
+    ("mail_type", str, _("mail me when it BEGINs, ENDs, FAILs or is REQUEUEd (comma-separated; ALL or NONE), as "
+                         "Slurm's --mail-type; default: my notification preferences")),
     ("kind", str, _("batch (default), notebook, service or array")),
+    ("depends_on", str, _("start only after other jobs, as Slurm's --dependency: afterok:812:813,afterany:820 "
+                          "(afterok, afterany, afternotok, aftercorr; in a --batch file @0 names its first job)")),
     ("array", str, _("array: task indices, e.g. 0-99, 0-99:2 or 1,3,7")),
     ("array_parallelism", int, _("array: the most tasks running at once (default: no limit)")),
     ("replicas", int, _("service: how many replicas serve (default 1)")),
     ("port", int, _("service: the port the program listens on (default 8000)")),
+    ("ports", str, _("named ports the program serves, opened through the portal while it runs: "
+                     "tensorboard:6006,ui:8080")),
 )
 
 
@@ -249,6 +257,8 @@ def submit(ctx: Context) -> int:
             body[name] = getattr(args, name)
     if args.requeue_on_preemption is not None:
         body["requeue_on_preemption"] = args.requeue_on_preemption
+    if isinstance(body.get("ports"), str):  # the API takes a list of name:port entries
+        body["ports"] = [entry.strip() for entry in body["ports"].replace(" ", ",").split(",") if entry.strip()]
     if args.sbatch:
         body["sbatch"] = _script(args.sbatch)
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
@@ -303,7 +313,8 @@ def _job_rows(jobs: list[dict]) -> list[list]:
 def jobs(ctx: Context) -> int:
     args = ctx.args
     query = {"status": args.status, "task_type": args.task_type, "gpu_model": args.gpu_model, "tenant": args.tenant,
-             "project": args.project, "owner": args.owner, "mine": "true" if args.mine else None, "q": args.search}
+             "project": args.project, "owner": args.owner, "mine": "true" if args.mine else None, "q": args.search,
+             "sort": args.sort}
     data = ctx.portal().collect("/api/jobs/", query, limit=args.limit)
 
     def human(page):
@@ -325,6 +336,31 @@ def _job(ctx: Context, job_id: int) -> dict:
 
 def show(ctx: Context) -> int:
     return ctx.emit(_job(ctx, ctx.args.job), explain.details)
+
+
+def open_port(ctx: Context) -> int:
+    """``gpuportal open JOB PORT``: where a running job's named port opens through the portal, opened in the web
+    browser (which signs in to the portal if it has to) unless ``--print``."""
+    args = ctx.args
+    job = _job(ctx, args.job)
+    ports = job.get("ports") or []
+    port = next((p for p in ports if p.get("name") == args.port), None)
+    if port is None:
+        raise CliError(_("Job %(id)s declared no port named %(name)s; its ports: %(names)s.") % {
+            "id": args.job, "name": args.port, "names": ", ".join(p["name"] for p in ports) or _("none")},
+            ExitCode.NOT_FOUND)
+    if not port.get("url"):
+        raise CliError(_("Job %(id)s is %(status)s: its ports open only while it runs.") % {
+            "id": args.job, "status": job.get("status")}, ExitCode.REFUSED)
+    if not args.print and not ctx.json:
+        webbrowser.open(port["url"])
+    return ctx.emit(port, lambda p: p["url"])
+
+
+def efficiency(ctx: Context) -> int:
+    """``gpuportal efficiency JOB``: how the job used the GPUs it held (so far, while it runs)."""
+    answer = ctx.portal().get(f"/api/jobs/{ctx.args.job}/efficiency/", what=_("Job %(id)s") % {"id": ctx.args.job})
+    return ctx.emit(answer, efficiency_text.summary)
 
 
 def why(ctx: Context) -> int:

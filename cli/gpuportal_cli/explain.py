@@ -47,6 +47,16 @@ def _waiting(job: dict) -> list[str]:
     return lines
 
 
+def _dependencies(job: dict) -> list[str]:
+    """The jobs it waits for, each with its condition and whether it is met."""
+    found = job.get("depends_on") or []
+    if not found:
+        return []
+    return [_("Waits for: %(jobs)s.") % {"jobs": ", ".join(
+        (_("#%(job)s %(condition)s (met)") if d.get("satisfied") else _("#%(job)s %(condition)s (not yet met)"))
+        % {"job": d.get("job"), "condition": d.get("condition")} for d in found)}]
+
+
 def _failure(job: dict) -> list[str]:
     failure = job.get("failure") or {}
     lines = [_("Why it failed: %(message)s [%(category)s]") % {
@@ -76,7 +86,7 @@ def explain(job: dict) -> str:
         "id": job.get("id"), "name": job.get("name"), "size": render.size(job), "tenant": job.get("tenant"),
         "status": status}]
     if status in WAITING:
-        lines += _waiting(job)
+        lines += _waiting(job) + _dependencies(job)
     elif status in STARTING:
         lines.append(_("Admitted %(at)s on %(where)s; it is being started on the cluster.") % {
             "at": render.when(job.get("admitted_at")), "where": render.placement(job)})
@@ -108,6 +118,7 @@ def details(job: dict) -> str:
               (_("Image"), job.get("image")), (_("Command"), job.get("command")),
               (_("Max runtime"), _("%(m)s min") % {"m": job.get("max_runtime_minutes")}),
               (_("Placement"), render.placement(job)), (_("Retries"), job.get("retry_count")),
+              (_("Ports"), ", ".join(f"{p['name']}:{p['port']}" for p in job.get("ports") or [])),
               (_("Submitted"), render.when(job.get("submitted_at"))),
               (_("Started"), render.when(job.get("started_at"))),
               (_("Finished"), render.when(job.get("finished_at")))]

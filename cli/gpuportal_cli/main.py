@@ -87,6 +87,9 @@ def _add_jobs_commands(sub, common) -> None:
         jobs.add_argument("--" + option, help=text)
     jobs.add_argument("--mine", action="store_true", help=_("only my jobs"))
     jobs.add_argument("-q", "--search", help=_("text in the name or image, or a job id"))
+    jobs.add_argument("--sort", help=_(
+        "order by a column of the job page (name, status, submitted, start, end, elapsed, wait, exit_code, gpus, "
+        "model, node, efficiency, …); --sort=-column for descending; newest first when left out"))
     jobs.add_argument("--limit", type=_positive, default=50, help=_("at most this many jobs (default %(default)s)"))
     jobs.set_defaults(handler=commands.jobs)
 
@@ -94,10 +97,19 @@ def _add_jobs_commands(sub, common) -> None:
                                 ("why", commands.why, _("why a job waits (reason, position, estimated start) or "
                                                         "how it failed (category, evidence)")),
                                 ("hold", commands.hold, _("hold a waiting job: it will not start until released")),
-                                ("release", commands.release, _("release a held job"))):
+                                ("release", commands.release, _("release a held job")),
+                                ("efficiency", commands.efficiency, _("how a job used the GPUs it held: GPU-hours, "
+                                                                      "utilisation, memory, idle time"))):
         command = sub.add_parser(name, parents=[common], help=text)
         _job_id(command)
         command.set_defaults(handler=handler)
+
+    opener = sub.add_parser("open", parents=[common], help=_("open a running job's named port (TensorBoard, a web "
+                                                              "UI) through the portal in the web browser"))
+    _job_id(opener)
+    opener.add_argument("port", help=_("the port's name, e.g. tensorboard"))
+    opener.add_argument("--print", action="store_true", help=_("only print its address"))
+    opener.set_defaults(handler=commands.open_port)
 
     cancel = sub.add_parser("cancel", parents=[common], help=_("cancel a job"))
     _job_id(cancel)

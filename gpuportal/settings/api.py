@@ -46,7 +46,9 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "gpuportal.web.schema.add_links"],
     "ENUM_NAME_OVERRIDES": {"TopologyEnum": "scheduling.models.Topology",
                             "JobStatusEnum": "scheduling.models.JobStatus",
-                            "WorkloadKindEnum": "scheduling.models.WorkloadKind"},
+                            "WorkloadKindEnum": "scheduling.models.WorkloadKind",
+                            "WhatIfKindEnum": "metering.models.WhatIfRun.Kind",
+                            "WhatIfStatusEnum": "metering.models.WhatIfRun.Status"},
     # A running job reports with its own token (POST /api/jobs/{id}/report/), an agent with its node's.
     "APPEND_COMPONENTS": {"securitySchemes": {
         "jobToken": {"type": "http", "scheme": "bearer", "description": (

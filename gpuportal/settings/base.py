@@ -125,8 +125,4 @@ STATIC_ROOT = Path(env_str("GPUPORTAL_STATIC_ROOT", str(BASE_DIR / "staticfiles"
 # The portal's address as the pods see it (progress reports); also used in notification mails.
 PORTAL_URL = env_str("GPUPORTAL_URL", "http://127.0.0.1:8000")
 
-# Mail: the console in the demo (notifications are printed); SMTP settings in production.
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
-EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
-EMAIL_PORT = env_int("EMAIL_PORT", 25)
-DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpuportal@localhost")
+# Mail (the relay, the sender, retries): mail.py.

@@ -6,6 +6,11 @@ from gpuportal.settings.environment import env_float, env_int, env_list, env_str
 METERING = {
     "CURRENCY": env_str("GPUPORTAL_CURRENCY", "USD"),
     "ROLLUP_INTERVAL_SECONDS": env_float("GPUPORTAL_ROLLUP_INTERVAL", 3600),
+    # What-if runs (docs/metering-and-reports.md, "What-if runs"): the capacity advice sizes each model's addition
+    # so that the 95th percentile wait of these task types stays under this many hours in the replayed month.
+    "WHAT_IF_TARGET_P95_HOURS": env_float("GPUPORTAL_WHAT_IF_TARGET_P95_HOURS", 1.0),
+    "WHAT_IF_PRODUCTION_TASK_TYPES": tuple(t.strip() for t in env_str(
+        "GPUPORTAL_WHAT_IF_PRODUCTION_TASK_TYPES", "training,inference").split(",") if t.strip()),
 }
 # The monthly review pack (metering/review/render/): the font that draws Chinese (and every other text) in the PDF
 # and its charts; the image carries Debian's fonts-wqy-microhei there. Missing: the PDF falls back to

@@ -6,6 +6,7 @@ from gpuportal.settings.base import *  # noqa: F403
 from gpuportal.settings.cache import *  # noqa: F403
 from gpuportal.settings.celery import *  # noqa: F403
 from gpuportal.settings.directory import *  # noqa: F403
+from gpuportal.settings.mail import *  # noqa: F403
 from gpuportal.settings.metering import *  # noqa: F403
 from gpuportal.settings.observability import *  # noqa: F403
 from gpuportal.settings.scheduling import *  # noqa: F403

@@ -12,6 +12,8 @@ import io
 from collections.abc import Iterable
 from decimal import Decimal
 
+from django.core.serializers.json import DjangoJSONEncoder
+
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -51,3 +53,13 @@ def csv_lines(header: Iterable, rows: Iterable[Iterable]):
     yield writer.writerow(safe_row(header))
     for row in rows:
         yield writer.writerow(safe_row(row))
+
+
+def json_object_lines(header: list, rows: Iterable[Iterable]):
+    """``{"columns": header, "jobs": [{column: value, …}, …]}`` a piece at a time (for a streaming response, the
+    JSON counterpart of ``csv_lines``): moments and decimals as ``DjangoJSONEncoder`` writes them."""
+    encoder = DjangoJSONEncoder()
+    yield '{"columns": ' + encoder.encode(list(header)) + ', "jobs": ['
+    for number, row in enumerate(rows):
+        yield ("," if number else "") + "\n" + encoder.encode(dict(zip(header, row, strict=True)))
+    yield "\n]}\n"

@@ -1,20 +1,24 @@
-"""Reports and prices over the API: the same services and figures as the pages."""
+"""Reports, prices and what-if runs over the API: the same services and figures as the pages."""
 
 import re
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.catalogue import gpu_model_catalogue
-from gpuportal.web.api import DecimalText, RequestSerializer, choose_from, text_field
+from gpuportal.web.api import DecimalText, RequestSerializer, choose_from, number_field, text_field
 from gpuportal.web.validation import calendar_month
 from metering import permissions as services
-from metering.models import GpuPrice
+from metering.models import GpuPrice, WhatIfRun
 from metering.reports import monthly as reports
+from metering.whatif import services as whatif
+from metering.whatif.change import parse_change
 
 #: ``YYYY-MM``, as the path of a monthly report takes it (a month outside the years kept is a 404).
 MONTH = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])$")
@@ -121,3 +125,94 @@ class GpuPriceView(APIView):
         body.is_valid(raise_exception=True)
         price = services.set_price(request.user, body.validated_data)
         return Response(GpuPriceSerializer(price).data, status=status.HTTP_201_CREATED)
+
+
+class WhatIfRequestSerializer(RequestSerializer):
+    """A what-if run to start (``POST /api/what-if/``): a closed month and one change, the options of
+    ``manage.py what_if``."""
+
+    month = serializers.RegexField(MONTH.pattern, max_length=7, help_text="YYYY-MM, a closed month.",
+                                   error_messages={"invalid": _lazy("month must look like 2026-10 (YYYY-MM).")})
+    add = serializers.ListField(child=text_field(80), required=False, max_length=20,
+                                help_text='GPUs to add per model (negative: remove), e.g. ["H100=8"].')
+    quota = serializers.ListField(child=text_field(160), required=False, max_length=20,
+                                  help_text='Quota limits to set, e.g. ["vision:H100=8", "nlp:H100=32"].')
+    guarantee = serializers.ListField(child=text_field(160), required=False, max_length=20,
+                                      help_text='Guarantees to set, e.g. ["nlp:H100=24"].')
+    half_life_hours = number_field(0.001, 8760, required=False, help_text="The fair-share half-life in hours.")
+    backfill = serializers.BooleanField(required=False, allow_null=True, default=None)
+    preemption = serializers.BooleanField(required=False, allow_null=True, default=None)
+    sizing = serializers.BooleanField(required=False, default=False,
+                                      help_text="Instead of a change: the capacity advice's sizing of the month.")
+
+
+class WhatIfRunSerializer(serializers.ModelSerializer):
+    """A stored what-if run: its change, status and progress (0-1) and, once done, its figures (``result``:
+    ``month``, ``change``, ``baseline``, ``changed``, ``actual`` each with ``total``, ``by_model``, ``by_tenant``,
+    ``by_task_type`` of ``jobs``, ``median_wait_seconds``, ``p95_wait_seconds``, ``gpu_hours``, ``allocation``,
+    ``preemptions``, ``never_started``; ``baseline_error`` and ``effects``)."""
+
+    month = serializers.CharField(source="month_text", read_only=True, help_text="YYYY-MM.")
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = WhatIfRun
+        fields = ["id", "month", "kind", "change", "status", "progress", "error", "created_by", "created",
+                  "started_at", "finished_at", "result"]
+        read_only_fields = fields
+
+
+class WhatIfRunBriefSerializer(WhatIfRunSerializer):
+    """A run in the list: everything but its figures (``GET /api/what-if/{id}/`` has them)."""
+
+    class Meta(WhatIfRunSerializer.Meta):
+        fields = [f for f in WhatIfRunSerializer.Meta.fields if f != "result"]
+        read_only_fields = fields
+
+
+class WhatIfListView(APIView):
+    """The last 100 what-if runs, newest first, without their figures (managers and platform admins); ``POST``
+    starts one in the background."""
+
+    @extend_schema(responses={200: WhatIfRunBriefSerializer(many=True)})
+    def get(self, request):
+        _may_run_what_if(request.user)
+        runs = WhatIfRun.objects.select_related("created_by").defer("result")[:100]
+        return Response(WhatIfRunBriefSerializer(runs, many=True).data)
+
+    @extend_schema(request=WhatIfRequestSerializer, responses={202: WhatIfRunSerializer}, examples=[
+        OpenApiExample("Add one H100 node to October", request_only=True,
+                       value={"month": "2026-10", "add": ["H100=8"]})])
+    def post(self, request):
+        _may_run_what_if(request.user)
+        body = WhatIfRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            month = calendar_month(data["month"])
+        except ValueError as exc:
+            raise DjangoValidationError({"month": str(exc)}) from None
+        change = parse_change(add=data.get("add", ()), quota=data.get("quota", ()),
+                              guarantee=data.get("guarantee", ()), half_life_hours=data.get("half_life_hours"),
+                              backfill=data.get("backfill"), preemption=data.get("preemption"))
+        kind = WhatIfRun.Kind.SIZING if data.get("sizing") else WhatIfRun.Kind.CHANGE
+        run = whatif.start(request.user, month, change, kind)
+        run.refresh_from_db()
+        return Response(WhatIfRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class WhatIfDetailView(APIView):
+    """One what-if run with its figures once done (``status``, ``progress`` while it runs)."""
+
+    @extend_schema(responses={200: WhatIfRunSerializer})
+    def get(self, request, pk: int):
+        _may_run_what_if(request.user)
+        run = WhatIfRun.objects.select_related("created_by").filter(pk=pk).first()
+        if run is None:
+            raise NotFound(_("No what-if run #%(id)s.") % {"id": pk})
+        return Response(WhatIfRunSerializer(run).data)
+
+
+def _may_run_what_if(user) -> None:
+    if not whatif.may_run(user):
+        raise PermissionDenied(_("What-if runs are for managers and platform admins."))

@@ -205,6 +205,7 @@ def with_advice(plan: CapacityPlan, advice: list[Advice]) -> CapacityPlan:
     report keeps its words, so the sentence says why the two numbers differ and which one to act on."""
     adds = {a.get("gpu_model"): (a.get("figures") or {}).get("add_gpus") for a in advice
             if a.get("action") == CapacityAction.ADD}
+    replayed = {a.get("gpu_model") for a in advice if (a.get("figures") or {}).get("what_if")}
     for entry in plan.get("models") or []:
         advised = adds.get(entry["gpu_model"])
         if not advised or advised == entry["add_gpus"]:
@@ -212,7 +213,12 @@ def with_advice(plan: CapacityPlan, advice: list[Advice]) -> CapacityPlan:
         figures = {"model": entry["gpu_model"], "advice": whole(advised), "month": plan["report_month"],
                    "share": round(sizing.ADD_COVERS_EXCESS_SHARE * 100), "plan": whole(entry["add_gpus"]),
                    "months": len(entry["forecast"])}
-        if entry["add_gpus"]:
+        if entry["gpu_model"] in replayed:  # the advice is the replay's: what the month needed, the plan what comes
+            entry["beside_advice"] = _(
+                "%(model)s: %(month)s's advice (add %(advice)s) is what the month replayed through the scheduler "
+                "needed; this plan (add %(plan)s) is the trend forecast's for the next %(months)d months: it says when "
+                "demand outgrows the advice.") % figures
+        elif entry["add_gpus"]:
             entry["beside_advice"] = _(
                 "%(model)s: %(month)s's advice (add %(advice)s) covers %(share)d %% of that month's days over "
                 "capacity; this plan (add %(plan)s) covers the highest forecast peak of the next %(months)d "

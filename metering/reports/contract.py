@@ -39,6 +39,25 @@ class TopUserRow(UsageRow):
     jobs: int
 
 
+class LeastEfficientJob(TypedDict):
+    """A large job that ended in the month, by how little of what it held it used (its GPUs' readings)."""
+
+    job: int
+    name: str
+    user: str
+    tenant: str
+    gpus: float
+    gpu_hours_held: float
+    #: Held GPU-hours times the mean utilisation of its GPUs.
+    gpu_hours_used: float
+    #: 0-100, over every reading of its GPUs while it held them.
+    mean_gpu_utilization: float
+    #: 0-1: the share of readings below the idle threshold.
+    idle_share: float | None
+    #: "ask for 2" where the readings make it clear, else "" (in the language of the report's builder).
+    hint: str
+
+
 class JobOutcomes(TypedDict):
     """Jobs submitted in the month and what became of them (counts); ``retries`` sums their retries."""
 
@@ -215,6 +234,9 @@ class MonthlyReportData(TypedDict):
     wait_by_gpu_model: list[WaitRow]
     #: The ten users with the most GPU-hours allocated.
     top_users: list[TopUserRow]
+    #: The large jobs that ended in the month and used least of what they held (``monthly.least_efficient_jobs``);
+    #: reports frozen before it lack it: readers take it as empty.
+    least_efficient_jobs: list[LeastEfficientJob]
     quota_vs_use: list[QuotaUse]
     daily: list[DailyUsage]
     #: The Slurm clusters with accounting in the month (a tenant's: its own accounts). Reports frozen before

@@ -35,11 +35,13 @@ from metering.models import (
     MonthlyReport,
     UsageDaily,
     UsageMonthly,
+    WhatIfRun,
 )
 from metering.reports import capacity_plan, sizing
 from metering.reports.contract import (
     Advice,
     CapacityPlan,
+    LeastEfficientJob,
     MonthlyReportData,
     QuotaUse,
     SlurmClusterUsage,
@@ -50,7 +52,9 @@ from metering.reports.contract import (
 )
 from metering.reports.sizing import ADD_COVERS_EXCESS_SHARE, is_closed, whole_nodes
 from metering.usage.rollup import rollup
-from scheduling.models import FailureCategory
+from metering.whatif import services as whatif
+from scheduling.jobs.efficiency import summaries_of
+from scheduling.models import FailureCategory, Job
 from tenants.models import Project, Quota, Tenant
 
 #: Failure categories that more or better hardware would have avoided.
@@ -174,6 +178,7 @@ def build_report(month: date, tenant: Tenant | None = None, now: datetime | None
         "wait_seconds_p95": _round(percentile(all_waits, 0.95)),
         "wait_by_task_type": _wait_rows(waits, "task_type"), "wait_by_gpu_model": _wait_rows(waits, "gpu_model"),
         "top_users": _top_users(usage, submitted),
+        "least_efficient_jobs": least_efficient_jobs(jobs, t0, t1, now),
         "quota_vs_use": _quota_vs_use(usage, tenant, elapsed),
         "daily": [{"day": row["day"].isoformat(), "gpu_model": row["gpu_model"],
                    "gpu_hours_allocated": _hours(row["allocated"]), "gpu_hours_used": _hours(row["used"])}
@@ -189,7 +194,8 @@ def build_report(month: date, tenant: Tenant | None = None, now: datetime | None
         capacity = _capacity(month, following, now)
         report["utilisation_by_gpu_model"] = capacity["models"]
         report["capacity_daily"] = capacity["daily"]
-        advice = recommendations(capacity["models"], waits, submitted, capacity_plan.plan(month, now=now))
+        advice = recommendations(capacity["models"], waits, submitted, capacity_plan.plan(month, now=now),
+                                 whatif.latest_sizing(month) if report["closed"] else None)
         report["recommendations"] = advice if report["closed"] else so_far(advice, month, now)
     return report
 
@@ -235,6 +241,36 @@ def slurm_usage(month: date, following: date, tenant: Tenant | None, usage) -> l
                        "portal_gpu_seconds": round(portal_seconds, 3), "outside_gpu_seconds": round(outside_seconds, 3),
                        "slurmdb_gpu_seconds": round(slurmdb_seconds, 3), "owners": owner_rows})
     return result
+
+
+#: A job is large for the report's least efficient jobs from this many GPUs asked and GPU-hours held.
+LARGE_JOB_GPUS = 4
+LARGE_JOB_GPU_HOURS = 8
+#: How many of the month's largest jobs are measured for the least efficient ones, and how many are listed.
+LARGE_JOBS_MEASURED = 50
+LEAST_EFFICIENT_LISTED = 10
+
+
+def least_efficient_jobs(jobs, t0: datetime, t1: datetime, now: datetime) -> list[LeastEfficientJob]:
+    """The large jobs that ended in the month with the lowest mean utilisation of what they held (their GPUs'
+    readings, ``scheduling.jobs.efficiency``): the month's largest ``LARGE_JOBS_MEASURED`` by GPUs asked, those
+    that held ``LARGE_JOB_GPU_HOURS`` or more and were measured, least efficient first, each with its hint."""
+    largest = (jobs.filter(finished_at__gte=t0, finished_at__lt=t1, gpus__gte=LARGE_JOB_GPUS)
+               .order_by("-gpus", "job_id").values("job_id")[:LARGE_JOBS_MEASURED])
+    found = list(Job.objects.filter(pk__in=largest).select_related("owner", "tenant"))  # one query, none more
+    measured = summaries_of(found, now)  # when no job is large
+    rows: list[LeastEfficientJob] = []
+    for job in found:
+        summary = measured[job.pk]
+        if summary.mean_gpu_utilization is None or summary.gpu_hours_held < LARGE_JOB_GPU_HOURS:
+            continue
+        rows.append({"job": job.pk, "name": job.name, "user": job.owner.get_username(), "tenant": job.tenant.name,
+                     "gpus": job.total_gpus, "gpu_hours_held": round(summary.gpu_hours_held, 2),
+                     "gpu_hours_used": round(summary.gpu_hours_held * summary.mean_gpu_utilization / 100, 2),
+                     "mean_gpu_utilization": summary.mean_gpu_utilization,
+                     "idle_share": summary.idle_share, "hint": summary.hint})
+    return sorted(rows, key=lambda row: (row["mean_gpu_utilization"], -row["gpu_hours_held"]))[
+        :LEAST_EFFICIENT_LISTED]
 
 
 def _project_label():
@@ -304,14 +340,18 @@ def _capacity(month: date, following: date, now: datetime) -> dict:
     return {"models": sorted(models.values(), key=lambda m: m["gpu_model"]), "daily": daily}
 
 
-def recommendations(models: list[dict], waits: list[dict], submitted, plan: CapacityPlan | None = None
-                    ) -> list[Advice]:
+def recommendations(models: list[dict], waits: list[dict], submitted, plan: CapacityPlan | None = None,
+                    sizing: WhatIfRun | None = None) -> list[Advice]:
     """One piece of advice per GPU model (add / spread / lend or move / keep) with the figures behind it.
 
-    The month's figures decide whether to add; how many is the capacity ``plan``'s figure for the model
-    (``capacity_plan.addition``), so the page and the pack say one number. Where the month was over capacity
-    but the plan forecasts no shortfall (demand falling), the advice is to spread the peaks, not to buy.
-    Only a model the plan has no history of is sized from the month's own excesses."""
+    Where the month has a what-if ``sizing`` (``metering.whatif``: the month replayed through the engine, nodes
+    added until the production p95 wait is under the site's target), it decides: a model it sizes above zero gets
+    "add" with that number, quoting the replay, its error against the real month and what the trend forecast
+    says beyond it; a model under the target is never "add". Without one (a month still open, or closed before
+    what-if runs existed) the month's figures decide whether to add and the capacity ``plan`` says how many
+    (``capacity_plan.addition``); where the month was over capacity but the plan forecasts no shortfall, the
+    advice is to spread the peaks. Only a model the plan has no history of is sized from the month's excesses."""
+    sized = (sizing.result or {}).get("models", {}) if sizing is not None else {}
     failures = defaultdict(Counter)
     for model, category in submitted.filter(status="failed").values_list("gpu_model", "failure_category"):
         failures[model][category] += 1
@@ -332,13 +372,42 @@ def recommendations(models: list[dict], waits: list[dict], submitted, plan: Capa
         over_often = entry["days_over_capacity"] >= max(1, math.ceil(entry["days"] * ADD_WHEN_OVER_DAYS_SHARE))
         long_waits = (p95 >= ADD_WHEN_P95_WAIT_HOURS * 3600
                       and (entry["allocation_rate"] or 0) >= ADD_WHEN_ALLOCATION_RATE)
-        if over_often and not long_waits and (entry["allocation_rate"] or 0) < SPREAD_BELOW_ALLOCATION_RATE:
+        replayed = sized.get(model) if sizing is not None else None
+        if replayed is not None and replayed["add_gpus"] > 0:
+            action, evidence = CapacityAction.ADD, _what_if_evidence(model, replayed, sizing, planned)
+            figures.update(add_gpus=replayed["add_gpus"], what_if=sizing.pk,
+                           what_if_p95_wait_seconds=replayed["p95_wait_seconds"],
+                           what_if_p95_wait_seconds_after=replayed["p95_wait_seconds_after"])
+        elif replayed is not None and not replayed["enough"]:
+            action = CapacityAction.KEEP
+            evidence = Phrase(gettext_noop(
+                "%(model)s: replaying %(month)s (what-if #%(run)d), even %(nodes)d more nodes leave the p95 wait of "
+                "production jobs at %(after)s h (now %(wait)s h; target %(target)s h): the waits are for quotas or "
+                "the policy, not for GPUs -> keep, and look at the quotas"), {
+                "model": model, "month": sizing.result["month"], "run": sizing.pk, "nodes": replayed["tried_nodes"],
+                "after": _hours_text(replayed["p95_wait_seconds_after"]),
+                "wait": _hours_text(replayed["p95_wait_seconds"]),
+                "target": _hours_text(sizing.result["target_p95_wait_seconds"])})
+            figures["what_if"] = sizing.pk
+        elif replayed is not None and idle_share < LEND_WHEN_IDLE_SHARE:
+            action = CapacityAction.SPREAD if over_often else CapacityAction.KEEP
+            evidence = Phrase(gettext_noop(
+                "%(model)s: the replay of %(month)s (what-if #%(run)d) keeps the p95 wait of production jobs at "
+                "%(wait)s h, under the target of %(target)s h, with the GPUs there were -> %(what)s"), {
+                "model": model, "month": sizing.result["month"], "run": sizing.pk,
+                "wait": _hours_text(replayed["p95_wait_seconds"]),
+                "target": _hours_text(sizing.result["target_p95_wait_seconds"]),
+                "what": Phrase(gettext_noop("spread the peaks (reservations, backfill) rather than buy"))
+                if over_often else Phrase(gettext_noop("keep"))})
+            figures["what_if"] = sizing.pk
+        elif (replayed is None and over_often and not long_waits
+              and (entry["allocation_rate"] or 0) < SPREAD_BELOW_ALLOCATION_RATE):
             action = CapacityAction.SPREAD
             evidence = Phrase(gettext_noop(
                 "%(model)s: demand above capacity on %(over)d of %(days)d days but %(idle).0f %% idle -> spread the "
                 "peaks (reservations, backfill) before buying"), {
                 "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "idle": idle_share * 100})
-        elif (over_often or long_waits) and planned is not None and not planned["add_gpus"]:
+        elif replayed is None and (over_often or long_waits) and planned is not None and not planned["add_gpus"]:
             action = CapacityAction.SPREAD
             evidence = Phrase(gettext_noop(
                 "%(model)s: demand above capacity on %(over)d of %(days)d days, p95 wait %(wait).1f h, but the "
@@ -346,7 +415,7 @@ def recommendations(models: list[dict], waits: list[dict], submitted, plan: Capa
                 "backfill) before buying"), {
                 "model": model, "over": entry["days_over_capacity"], "days": entry["days"], "wait": p95 / 3600,
                 "until": planned["forecast"][-1]["month"] if planned["forecast"] else plan["month"]})
-        elif over_often or long_waits:
+        elif replayed is None and (over_often or long_waits):
             action = CapacityAction.ADD
             params = {"model": model, "over": entry["days_over_capacity"], "days": entry["days"],
                       "wait": p95 / 3600, "res": resource_share * 100}
@@ -382,6 +451,30 @@ def recommendations(models: list[dict], waits: list[dict], submitted, plan: Capa
     for entry in models:
         entry.pop("excess", None)
     return advice
+
+
+def _hours_text(seconds) -> str:
+    return "-" if seconds is None else f"{seconds / 3600:.1f}"
+
+
+def _what_if_evidence(model: str, replayed: dict, sizing: WhatIfRun, planned) -> Phrase:
+    """"Add N" as the what-if sizing found it, with the replay's error and the trend forecast beyond it."""
+    error = sizing.result.get("baseline_error", {}).get("by_model", {}).get(model, {}).get("p95_wait_seconds", {})
+    if planned is not None and planned["add_gpus"] and planned["add_gpus"] > replayed["add_gpus"]:
+        trend = Phrase(gettext_noop("the trend forecast sees demand outgrow that: %(add)s GPUs by %(by)s"), {
+            "add": figure_text(planned["add_gpus"]), "by": planned["add_by"]})
+    else:
+        trend = Phrase(gettext_noop("the trend forecast sees no shortfall beyond it"))
+    return Phrase(gettext_noop(
+        "%(model)s: replaying %(month)s through the scheduler (what-if #%(run)d), the p95 wait of production jobs is "
+        "%(wait)s h (the month really had %(actual)s h) -> add %(add)s %(model)s GPUs (%(nodes)d nodes of "
+        "%(per_node)d), which brings it to %(after)s h, under the target of %(target)s h; %(trend)s"), {
+        "model": model, "month": sizing.result["month"], "run": sizing.pk,
+        "wait": _hours_text(replayed["p95_wait_seconds"]),
+        "actual": _hours_text(error.get("actual", replayed.get("actual_p95_wait_seconds"))),
+        "add": figure_text(replayed["add_gpus"]), "nodes": replayed["add_nodes"], "per_node": replayed["gpus_per_node"],
+        "after": _hours_text(replayed["p95_wait_seconds_after"]),
+        "target": _hours_text(sizing.result["target_p95_wait_seconds"]), "trend": trend})
 
 
 def so_far(advice: list[Advice], month: date, now: datetime) -> list[Advice]:

@@ -178,6 +178,14 @@ def report_sections(data: MonthlyReportData) -> list[Section]:
     top = data["top_users"]
     sections.append(Section("top_users", _("Top users"), [*_usage_columns(_("User")), ("jobs", _("Jobs"))], top,
                             bars(top, "name", [("gpu_hours_allocated", _("allocated"))], _("GPU-hours"))))
+    if data.get("least_efficient_jobs"):
+        sections.append(Section(
+            "least_efficient_jobs", _("Least efficient large jobs"),
+            [("job", _("Job")), ("name", _("Name")), ("user", _("User")), ("tenant", _("Tenant")), ("gpus", _("GPUs")),
+             ("gpu_hours_held", _("GPU-hours held")), ("gpu_hours_used", _("GPU-hours used")),
+             ("mean_gpu_utilization", _("Mean GPU utilisation (%)")), ("hint", _("Hint"))],
+            data["least_efficient_jobs"], note=_("Large jobs that ended this month, least used first: held versus "
+                                                 "used GPU-hours, from the readings of the GPUs each held.")))
     quota = [{**row, "label": f"{row['tenant']} {row['gpu_model']}"} for row in data["quota_vs_use"]]
     sections.append(Section(
         "quota_vs_use", _("Quota versus use"),

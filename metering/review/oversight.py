@@ -22,11 +22,22 @@ from gpuportal.text.dates import day_start, next_month
 from gpuportal.text.formatting import list_text
 from metering.acceptance.checklist import Status, checklist
 from metering.improvements.queries import ActionRow, actions_for_review
-from metering.models import CapacityAction
+from metering.models import CapacityAction, WhatIfRun
 from metering.reports import capacity_plan
 from metering.reports.contract import Advice, CapacityPlan
 from metering.review.contract import Chart, Section, Table
-from metering.review.parts import ReviewContext, chart, choice_label, figure, group, percent_text, share, table, whole
+from metering.review.parts import (
+    ReviewContext,
+    chart,
+    choice_label,
+    figure,
+    group,
+    hours,
+    percent_text,
+    share,
+    table,
+    whole,
+)
 from tenants.models import Membership, PlatformRole, Role, Tenant
 
 #: Audit actions that change how work is run: templates, reservations (rules) and quotas.
@@ -188,7 +199,7 @@ def improvements(ctx: ReviewContext) -> Section:
         [at.isoformat(timespec="minutes"), choice_label(AuditAction, action), what, who or "—", reason]
         for at, action, what, who, reason in changes])
     # Capacity advice is the platform's (a tenant's report has none): a tenant's pack says so instead of "No data".
-    tables = [recommendations, follow_up] if ctx.platform else [follow_up]
+    tables = [recommendations, _what_if_table(ctx, advice), follow_up] if ctx.platform else [follow_up]
     charts = []
     models = (plan or {}).get("models") or []
     if plan is not None:
@@ -209,6 +220,23 @@ def improvements(ctx: ReviewContext) -> Section:
     return group("improvements", _("Improvements"), _("What changes next month, and is the next expansion backed "
                                                       "by data?"),
                  _improvement_conclusions(ctx, advice, actions, plan, change_count), figures, tables, charts)
+
+
+def _what_if_table(ctx: ReviewContext, advice: list[Advice]) -> Table:
+    """The what-if the capacity advice cites (``metering.whatif``): per GPU model, the month replayed through the
+    scheduler, its error against the real month, and what the advised addition does to production waits."""
+    cited = {r.get("figures", {}).get("what_if") for r in advice} - {None}
+    run = WhatIfRun.objects.filter(pk__in=cited, kind=WhatIfRun.Kind.SIZING).order_by("-pk").first() if cited else None
+    result = (run.result or {}) if run else {}
+    errors = result.get("baseline_error", {}).get("by_model", {})
+    title = (_("The advice's what-if: %(month)s replayed through the scheduler (run #%(id)d)") % {
+        "month": result.get("month", ctx.month_text), "id": run.pk} if run else _("The advice's what-if"))
+    return table("what_if", title, [
+        _("GPU model"), _("p95 wait of production jobs, replay (h)"), _("p95 wait, real month (h)"),
+        _("Replay error, all jobs' p95 (h)"), _("GPUs to add"), _("p95 wait after (h)")], [
+        [model, hours(m.get("p95_wait_seconds")), hours(m.get("actual_p95_wait_seconds")),
+         hours((errors.get(model) or {}).get("p95_wait_seconds", {}).get("error")), m.get("add_gpus"),
+         hours(m.get("p95_wait_seconds_after"))] for model, m in (result.get("models") or {}).items()])
 
 
 def _improvement_conclusions(ctx: ReviewContext, advice: list[Advice], actions: list[ActionRow],

@@ -3,6 +3,7 @@ from dataclasses import asdict
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -13,10 +14,19 @@ from gpuportal.web.serializers import CompiledRepresentationMixin
 from scheduling.engine.reasons import WaitReason
 from scheduling.jobs import progress, sbatch
 from scheduling.jobs.attempts import attempts_of, visible_job_ids
+from scheduling.jobs.dependencies import depends_on_of
 from scheduling.jobs.limits import CANCEL_REASON_MAX, MAX_ID
 from scheduling.jobs.submission import SUBMIT_FIELDS, Lookups, SubmitField
-from scheduling.models import AttemptOutcome, FailureCategory, Job, JobEvent, TaskType, WorkloadKind
-from scheduling.workloads.queries import group_view, job_url
+from scheduling.models import (
+    AttemptOutcome,
+    DependencyCondition,
+    FailureCategory,
+    Job,
+    JobEvent,
+    TaskType,
+    WorkloadKind,
+)
+from scheduling.workloads.queries import group_view, job_url, port_links
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -30,6 +40,18 @@ class FailureSerializer(serializers.Serializer):
     advice = serializers.CharField(help_text="What to do next.")
     node = serializers.CharField(help_text="The node concerned, when there is one.")
     evidence = serializers.DictField(help_text="Reason strings, exit code, the last log lines.")
+
+
+class NamedPortSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    port = serializers.IntegerField()
+    url = serializers.CharField(allow_null=True, help_text="Where it opens through the portal while the job runs.")
+
+
+class DependsOnSerializer(serializers.Serializer):
+    job = serializers.IntegerField(help_text="The job it waits for (an array's first task: the whole array).")
+    condition = serializers.ChoiceField(choices=DependencyCondition.choices)
+    satisfied = serializers.BooleanField(help_text="Whether that job ended as the condition asks.")
 
 
 class PlacementSerializer(serializers.Serializer):
@@ -111,6 +133,11 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
     external_id = serializers.SerializerMethodField(
         help_text="The job's name on its cluster: the Slurm job id (as a string) or the Kubernetes Job's name; "
                   "null until it is dispatched, and on a simulated cluster.")
+    depends_on = serializers.SerializerMethodField(
+        help_text="The jobs it waits for (submitted as `depends_on`), each with its condition and whether it is met.")
+    ports = serializers.SerializerMethodField(
+        help_text="The ports it declared; `url` opens one through the portal (on the workload origin) while the job "
+                  "runs, null otherwise.")
 
     class Meta:
         model = Job
@@ -122,7 +149,7 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
             "max_runtime_minutes", "status", "queue_position", "tenant_queue_position", "wait_reason",
             "estimated_start", "earliest_start", "latest_start", "failure", "exit_code", "placement", "held_by",
             "retry_count", "requeue_on_preemption", "submitted_at", "admitted_at", "started_at", "finished_at",
-            "cluster", "external_id",
+            "cluster", "external_id", "ports", "depends_on", "mail_type",
         ]
         read_only_fields = fields
         extra_kwargs = {
@@ -165,6 +192,22 @@ class JobSerializer(CompiledRepresentationMixin, serializers.ModelSerializer):
         state = job.executor_state or {}
         found = state.get("slurm_job_id") or state.get("object")
         return None if found in (None, "") else str(found)
+
+    @extend_schema_field(NamedPortSerializer(many=True))
+    def get_ports(self, job) -> list[dict]:
+        request = self.context.get("request")
+        return [{**port, "url": request.build_absolute_uri(url) if url and request is not None else url}
+                for port, url in port_links(job)]
+
+    @extend_schema_field(DependsOnSerializer(many=True))
+    def get_depends_on(self, job) -> list[dict]:
+        """Read for every job of a list at once (two queries per response, not two per job)."""
+        known = self.context.setdefault("_depends_on", {})
+        if job.pk not in known:
+            listed = getattr(self.parent, "instance", None)
+            ids = [row.pk for row in listed] if isinstance(listed, list) else []
+            known.update(depends_on_of(ids if job.pk in ids else [job.pk]))
+        return known[job.pk]
 
     def get_array_index(self, job) -> int | None:
         return job.group_index if job.kind == WorkloadKind.ARRAY else None
@@ -249,6 +292,10 @@ def _submit_field(spec: SubmitField) -> serializers.Field:
         return serializers.ChoiceField(choices=[value for value, _label in spec.choices], **common)
     if spec.kind == "bool":
         return serializers.BooleanField(**common)
+    if spec.kind == "list":
+        return serializers.ListField(child=text_field(spec.max_length, label=spec.label), required=False,
+                                     max_length=int(spec.max_value), help_text=spec.help_text, error_messages={
+                                         "max_length": gettext_lazy("At most {max_length} entries.")})
     return text_field(spec.max_length, blank=not spec.required, label=spec.label, allow_null=nullable, **common)
 
 

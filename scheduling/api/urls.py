@@ -2,6 +2,8 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from scheduling.api.batch import JobBatchView
+from scheduling.api.efficiency import JobEfficiencyView
+from scheduling.api.exports import JobExportView
 from scheduling.api.logs import JobLogView
 from scheduling.api.templates import JobCloneView, TemplateViewSet
 from scheduling.api.views import FairShareView, JobReportView, JobViewSet, QueueView, QuotaUsageView, TaskTypeViewSet
@@ -22,8 +24,10 @@ router.register("templates", TemplateViewSet, basename="template")
 urlpatterns = [
     path("quotas/", QuotaUsageView.as_view(), name="quota-usage"),
     path("jobs/batch/", JobBatchView.as_view(), name="job-batch"),
+    path("jobs/export/", JobExportView.as_view(), name="job-export"),
     path("jobs/<int:pk>/report/", JobReportView.as_view(), name="job-report"),
     path("jobs/<int:pk>/log/", JobLogView.as_view(), name="job-log"),
+    path("jobs/<int:pk>/efficiency/", JobEfficiencyView.as_view(), name="job-efficiency"),
     path("jobs/<int:pk>/clone/", JobCloneView.as_view(), name="job-clone"),
     path("queue/", QueueView.as_view(), name="queue"),
     path("services/<int:pk>/", ServiceView.as_view(), name="service"),

@@ -108,6 +108,19 @@ class OutsideHold:
 
 
 @dataclass(frozen=True)
+class Dependency:
+    """A waiting job's dependency on another job (``engine.dependencies``), as the load step found it this pass:
+    its ``state`` (met, waiting, never), the status of the job it names (of an array: its least advanced unfinished
+    task) and the unfinished jobs whose ends it waits for (their ends chain into the estimate)."""
+
+    on_job: int
+    condition: str
+    state: str
+    on_status: str
+    waits_on: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class WaitingJob:
     """A queued job asking for ``nodes`` x ``gpus_per_node`` GPUs (each a ``gpu_milli`` share) of one model
     (``"*"``: any model), all at once, within a ``topology`` domain."""
@@ -135,6 +148,7 @@ class WaitingJob:
     group_limit: int = 0  # the most tasks of that array running at once (0: no limit)
     owner: int = 0  # who submitted it (0: unknown)
     spare_owner: bool = False  # never preempt a running job of the same owner to start it (it waits instead)
+    after: tuple[Dependency, ...] = ()  # the jobs it waits for (``engine.dependencies``)
 
     @property
     def gpus(self) -> float:

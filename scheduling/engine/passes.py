@@ -39,12 +39,14 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from scheduling.engine.capacity import Capacity
-from scheduling.engine.estimate import Slots, give_slots, quota_heaps, shadow, slot_heaps, take_slots
+from scheduling.engine.dependencies import CONDITION_WORDS, MET, NEVER, STATUS_WORDS
+from scheduling.engine.estimate import Slots, expected_end, give_slots, quota_heaps, shadow, slot_heaps, take_slots
 from scheduling.engine.fragmentation import target_workload
 from scheduling.engine.model import (
     ANY_MODEL,
     WHOLE,
     Admission,
+    Dependency,
     PassResult,
     Placement,
     Preemption,
@@ -59,7 +61,7 @@ from scheduling.engine.reasons import WaitReason, render_reason
 EPS = 1e-9
 #: Reasons for which no start can be estimated (the job is not waiting for capacity).
 NO_ESTIMATE = {WaitReason.AWAITING_APPROVAL, WaitReason.HELD, WaitReason.NEVER_FITS, WaitReason.NO_HEALTHY_NODE,
-               WaitReason.NO_QUOTA, WaitReason.ARRAY_LIMIT, WaitReason.AVOIDS_ALL_NODES}
+               WaitReason.NO_QUOTA, WaitReason.ARRAY_LIMIT, WaitReason.AVOIDS_ALL_NODES, WaitReason.DEPENDENCY_NEVER}
 #: Reasons that blame a lack of free GPUs: where work outside the portal holds GPUs of nodes that could hold the
 #: job, the sentence adds how many and where (``reasons.OUTSIDE_CLAUSES``), so nobody hunts for a portal job that
 #: is not there.
@@ -229,6 +231,7 @@ class _Pass:
         self._pool: dict[str, list[RunningJob]] | None = None
         self._by_node: dict[int, list[RunningJob]] | None = None
         self._victim_nodes_memo: dict[tuple[str, int], list] = {}
+        self._dependency_ends: dict[tuple, float | None] = {}
 
     def _charge(self, tenant: str, model: str, gpus: float) -> None:
         self.usage[(tenant, model)] += gpus
@@ -636,10 +639,17 @@ class _Pass:
         key = job.gpu_model
         base = {"tenant": job.tenant, "gpu_model": job.gpu_model, "requested": job.gpus, "nodes": job.nodes,
                 "gpus_per_node": job.gpus_per_node, "task_type": job.task_type}
+        never = next((d for d in job.after if d.state == NEVER), None)
+        if never:  # whatever else holds it back: the pass ends it (approved or released, it could never run)
+            return self.waits.append((job, WaitReason.DEPENDENCY_NEVER, base | _dependency_params(never)))
         if job.awaiting_approval:
             return self.waits.append((job, WaitReason.AWAITING_APPROVAL, base))
         if job.held:
             return self.waits.append((job, WaitReason.HELD, base | {"held_by": job.held}))
+        unmet = [d for d in job.after if d.state != MET]
+        if unmet:  # not a head: it holds nothing back until the jobs it waits for are done
+            return self.waits.append((job, WaitReason.DEPENDENCY, base | _dependency_params(unmet[0]) | {
+                "more": len(unmet) - 1}))
         if job.group_limit and self.group_running[job.group] >= job.group_limit:
             return self.waits.append((job, WaitReason.ARRAY_LIMIT, base | {
                 "array": job.group, "limit": job.group_limit, "running": self.group_running[job.group]}))
@@ -797,15 +807,86 @@ class _Pass:
         running = list(self.running.values()) + self.admitted
         heaps = slot_heaps(self.cap, running, self.held_for_preemptors, self.now, outside=self.snap.outside)
         qheaps = quota_heaps(self.quotas, running, self.now) if self.policy.enforce_quotas else {}
+        estimates = self._estimates(running, heaps, qheaps)
         positions: dict[str, int] = defaultdict(int)
         for position, (job, reason, params) in enumerate(self.waits, start=1):
             positions[job.tenant] += 1
-            estimate = self._estimate(job, reason, params, heaps, qheaps)
+            estimate = estimates.get(job.id)
             earliest, latest = self._likely_range(estimate)
             self.result.waiting.append(WaitDecision(
                 job_id=job.id, reason=reason, params=params, message=render_reason(reason, params),
                 position=position, tenant_position=positions[job.tenant], estimated_start=estimate,
                 earliest_start=earliest, latest_start=latest))
+
+    def _estimates(self, running: list[RunningJob], heaps, qheaps) -> dict[int, float | None]:
+        """Every waiting job's estimated start, in queue order; a job that waits for others is estimated once
+        they are (the jobs they wait for may come later in the queue): it starts no earlier than the last of them
+        is expected to end (``_dependency_end``), so the estimate chains through a pipeline."""
+        ends = {job.id: expected_end(job, self.now) for job in running}
+        estimates: dict[int, float | None] = {}
+        later = []
+        for job, reason, params in self.waits:
+            if reason == WaitReason.DEPENDENCY:
+                later.append((job, params))
+                continue
+            estimates[job.id] = self._estimate(job, reason, params, heaps, qheaps)
+            if estimates[job.id] is not None:
+                ends[job.id] = estimates[job.id] + job.runtime_estimate
+        waiting_ids = {job.id for job, _reason, _params in self.waits}
+        while later:
+            left, unready = [], {}  # per dependency: whether a job it waits for has no estimate yet this round
+            for job, params in later:
+                if any(self._unready(d, waiting_ids, estimates, unready) for d in job.after if d.state != MET):
+                    left.append((job, params))
+                    continue
+                not_before = self._dependency_end(job, ends, params)
+                estimates[job.id] = None if not_before is None else self._estimate(
+                    job, WaitReason.DEPENDENCY, params, heaps, qheaps, not_before)
+                if estimates[job.id] is not None:
+                    ends[job.id] = estimates[job.id] + job.runtime_estimate
+            if len(left) == len(later):  # they wait for each other (not stored: cycles are refused at submission)
+                estimates.update((job.id, None) for job, _params in left)
+                break
+            later = left
+        return estimates
+
+    @staticmethod
+    def _unready(dependency: Dependency, waiting_ids: set[int], estimates: dict, unready: dict) -> bool:
+        """Whether a job ``dependency`` waits for waits itself and has no estimate yet (kept per dependency for
+        the round: the tasks of an array that waits for a whole array share it)."""
+        key = (dependency.on_job, dependency.condition, len(dependency.waits_on))
+        if key not in unready:
+            unready[key] = any(i in waiting_ids and i not in estimates
+                               for i in dependency.waits_on or (dependency.on_job,))
+        return unready[key]
+
+    def _dependency_end(self, job: WaitingJob, ends: dict[int, float], params: dict) -> float | None:
+        """When the last job ``job`` waits for is expected to end (None: unknown), and its reason's numbers name
+        that job, its status and the time (the first one with no estimate, when one has none)."""
+        latest: tuple[float, Dependency] | None = None
+        for dependency in job.after:
+            if dependency.state == MET:
+                continue
+            end = self._end_of(dependency, ends)
+            if end is None:
+                params.update(_dependency_params(dependency))
+                return None
+            if latest is None or end > latest[0]:
+                latest = (end, dependency)
+        if latest is None or not math.isfinite(latest[0]):
+            return None
+        params.update(_dependency_params(latest[1]) | {"done_by": _fmt_time(latest[0]), "done_by_ts": latest[0]})
+        return latest[0]
+
+    def _end_of(self, dependency: Dependency, ends: dict[int, float]) -> float | None:
+        """When the jobs ``dependency`` waits for are expected to have ended; kept per dependency for the pass, as
+        the tasks of an array that waits for another whole array share it."""
+        key = (dependency.on_job, dependency.condition, len(dependency.waits_on))
+        if key not in self._dependency_ends:
+            ids = dependency.waits_on or (dependency.on_job,)
+            known = [ends.get(i) for i in ids]  # none for a job with no estimate, or on another cluster's queue
+            self._dependency_ends[key] = max(known) if all(end is not None for end in known) else None
+        return self._dependency_ends[key]
 
     def _likely_range(self, estimate: float | None) -> tuple[float | None, float | None]:
         """The calibrated range around an estimated start (``Policy.eta_*``)."""
@@ -816,7 +897,7 @@ class _Pass:
         return (self.now + policy.eta_low_ratio * wait,
                 self.now + policy.eta_high_ratio * wait + policy.eta_margin_seconds)
 
-    def _estimate(self, job, reason, params, heaps, qheaps) -> float | None:
+    def _estimate(self, job, reason, params, heaps, qheaps, not_before: float = 0.0) -> float | None:
         if reason in NO_ESTIMATE:
             return None
         if reason == WaitReason.PREEMPTION_PENDING:
@@ -826,7 +907,7 @@ class _Pass:
         ready = take_slots(heap, k) if heap is not None else None
         if ready is None:
             return None
-        start = max(self.now, ready)
+        start = max(self.now, ready, not_before)
         qheap = qheaps.get((job.tenant, job.gpu_model))
         q = job.quota_gpus
         if qheap is not None:
@@ -842,6 +923,12 @@ class _Pass:
         if qheap is not None:
             give_slots(qheap, q, end)
         return start if math.isfinite(start) else None  # behind GPUs held by services (no end): unknown
+
+
+def _dependency_params(dependency: Dependency) -> dict:
+    """The numbers and words of a dependency's wait reason: the job it names, the condition, that job's status."""
+    return {"on_job": dependency.on_job, "condition": CONDITION_WORDS[dependency.condition],
+            "on_status": STATUS_WORDS.get(dependency.on_status, dependency.on_status)}
 
 
 def schedule(snapshot: Snapshot) -> PassResult:

@@ -35,6 +35,8 @@ class WaitReason(StrEnum):
     FRAGMENTED = "fragmented"
     AVOIDS_ALL_NODES = "avoids_all_nodes"
     AVOIDED_NODES = "avoided_nodes"
+    DEPENDENCY = "dependency"
+    DEPENDENCY_NEVER = "dependency_never"
 
     @property
     def label(self) -> str:
@@ -65,6 +67,8 @@ LABELS = {
     WaitReason.FRAGMENTED: gettext_noop("Enough free GPUs, but scattered over nodes"),
     WaitReason.AVOIDS_ALL_NODES: gettext_noop("Every node that could hold it failed it before"),
     WaitReason.AVOIDED_NODES: gettext_noop("Free GPUs only on nodes it avoids after faults"),
+    WaitReason.DEPENDENCY: gettext_noop("Waits for another job"),
+    WaitReason.DEPENDENCY_NEVER: gettext_noop("Dependency never satisfied"),
 }
 
 TEMPLATES = {
@@ -124,13 +128,30 @@ TEMPLATES = {
     WaitReason.AVOIDED_NODES: gettext_noop(
         "The free %(gpu_model)s GPUs that would fit it are on %(avoided)s, which it avoids after node faults; the "
         "most free on any other %(gpu_model)s node is %(best_other)d (%(other_free)d free in total)."),
+    WaitReason.DEPENDENCY: gettext_noop(
+        "Waits for #%(on_job)d %(condition)s; #%(on_job)d is %(on_status)s, likely done by %(done_by)s."),
+    WaitReason.DEPENDENCY_NEVER: gettext_noop(
+        "Waited for #%(on_job)d %(condition)s, but #%(on_job)d %(on_status)s: this dependency can never be "
+        "satisfied."),
 }
+
+#: The DEPENDENCY sentence when nothing tells when the job it waits for ends (it waits itself for a reason with no
+#: estimate, or runs without a max runtime).
+DEPENDENCY_UNESTIMATED = gettext_noop(
+    "Waits for #%(on_job)d %(condition)s; #%(on_job)d is %(on_status)s, with no estimate of when it is done.")
+#: Added to a dependency's sentence when the job waits for more jobs than the one it names.
+MORE_DEPENDENCIES_CLAUSE = gettext_noop("%(sentence)s It waits for %(more)d more job(s) too.")
 
 
 #: Parameters that hold a word, not a number or a name (who held the job, which level of the topology), and the
 #: words they hold: read in the reader's language with the sentence.
-WORD_PARAMS = ("held_by", "domain")
-WORDS = frozenset({gettext_noop("user"), gettext_noop("admin"), gettext_noop("rack"), gettext_noop("network domain")})
+WORD_PARAMS = ("held_by", "domain", "condition", "on_status")
+WORDS = frozenset({gettext_noop("user"), gettext_noop("admin"), gettext_noop("rack"), gettext_noop("network domain"),
+                   # a dependency's condition, and the state of the job it names (``engine.dependencies``)
+                   gettext_noop("to succeed"), gettext_noop("to end"), gettext_noop("to fail"),
+                   gettext_noop("pending approval"), gettext_noop("queued"), gettext_noop("admitted to start"),
+                   gettext_noop("dispatching"), gettext_noop("running"), gettext_noop("preempted"),
+                   gettext_noop("succeeded"), gettext_noop("failed"), gettext_noop("was cancelled")})
 
 
 def _in_words(params: dict, translate) -> dict:
@@ -191,14 +212,24 @@ def _with_outside(sentence: str, params: dict, translate) -> str:
     return (translate(template) if translate is not None else template) % (params | {"sentence": sentence})
 
 
+def _with_more(sentence: str, params: dict, translate) -> str:
+    if not params.get("more"):
+        return sentence
+    template = translate(MORE_DEPENDENCIES_CLAUSE) if translate is not None else MORE_DEPENDENCIES_CLAUSE
+    return template % (params | {"sentence": sentence})
+
+
 def render_reason(reason: WaitReason | str, params: dict, translate=None) -> str:
     """Fill the reason's template; ``translate`` (e.g. Django's gettext) picks the reader's language."""
     reason = WaitReason(reason)
     naming = NAMING.get(reason)
     template = OTHERS_TEMPLATES[reason] if naming and naming not in params else TEMPLATES[reason]
+    if reason == WaitReason.DEPENDENCY and "done_by" not in params:
+        template = DEPENDENCY_UNESTIMATED
     if translate is not None:
         template = translate(template)
-    return _with_outside(_with_aging(template % _in_words(params, translate), params, translate), params, translate)
+    sentence = _with_more(template % _in_words(params, translate), params, translate)
+    return _with_outside(_with_aging(sentence, params, translate), params, translate)
 
 
 #: The reasons whose sentence names a job, an array or a person: on another tenant's row (the queue page) they
@@ -212,6 +243,8 @@ OTHERS_TEMPLATES = {
     WaitReason.ARRAY_LIMIT: gettext_noop(
         "Its array may run %(limit)d tasks at once and runs %(running)d; this task starts when one of them ends."),
     WaitReason.HELD: gettext_noop("Held; it will not start until released."),
+    WaitReason.DEPENDENCY: gettext_noop("Waits for another job to end first."),
+    WaitReason.DEPENDENCY_NEVER: gettext_noop("Waited for another job that ended otherwise than it needed."),
 }
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduling.executors.logs import LogTail, stored_tail
+from scheduling.models import NamedPort
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,12 @@ class LiveState:
     evidence: dict = field(default_factory=dict)
 
 
+def port_environment(ports: list[NamedPort]) -> dict[str, str]:
+    """What a program learns of the ports it declared, whichever executor runs it: ``GPUPORTAL_PORT_<NAME>`` (the
+    name upper-cased, hyphens as underscores) is the number to listen on, on every address of its node or pod."""
+    return {f"GPUPORTAL_PORT_{p['name'].upper().replace('-', '_')}": str(p["port"]) for p in ports}
+
+
 class Executor:
     def __init__(self, cluster):
         self.cluster = cluster
@@ -73,6 +80,17 @@ class Executor:
     def probe(self, job) -> LiveState:
         """The live state of a running notebook or service replica (batch jobs: nothing to tell)."""
         return LiveState()
+
+    def port_upstream(self, job, port: NamedPort) -> str:
+        """Where the portal's proxy reaches one of a running job's named ports (``http://host:port``, never shown
+        to users); "" when it cannot be reached (not running, nothing listens yet)."""
+        return ""
+
+    def port_refusal(self, job, port: NamedPort) -> str:
+        """Why the proxy must not reach this port now, in the reader's language; "" when it may. Where the
+        address is the job's own (a pod, a Service selecting its pods, the demo's stand-in), nothing else can
+        answer there: nothing to refuse."""
+        return ""
 
     def release_group(self, group) -> None:
         """Remove what a stopped service's replicas shared (its cluster Service and Ingress); nothing by default."""

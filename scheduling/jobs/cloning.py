@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.utils.translation import gettext as _
 
+from scheduling.jobs import ports as named_ports
 from scheduling.jobs import submission
 from scheduling.models import Job, Topology, WorkloadKind
 from tenants import access
@@ -55,6 +56,10 @@ def request_of(job: Job) -> dict:
         request["template_version"] = job.template_version_id
     if job.spare_own_jobs:  # submitted so as to spare its owner's running jobs
         request["spare_own_jobs"] = True
+    if job.mail_type:  # the events it mails about, as it asked
+        request["mail_type"] = job.mail_type
+    if job.ports:  # its named ports, as they were submitted
+        request["ports"] = named_ports.as_entries(job.ports)
     if job.accept_models:  # the models it accepted, the one it first named leading
         request["gpu_model"] = job.accept_models[0]
         request["accept_models"] = ",".join(job.accept_models)

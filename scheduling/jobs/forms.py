@@ -24,7 +24,8 @@ CHOICE_FIELDS = ("project", "task_type", "gpu_model", "topology", "kind")
 FIELDS_BY_KIND = {"replicas": (WorkloadKind.SERVICE,), "port": (WorkloadKind.SERVICE,),
                   "array": (WorkloadKind.ARRAY,), "array_parallelism": (WorkloadKind.ARRAY,),
                   "nodes": (WorkloadKind.BATCH, WorkloadKind.ARRAY),
-                  "topology": (WorkloadKind.BATCH, WorkloadKind.ARRAY)}
+                  "topology": (WorkloadKind.BATCH, WorkloadKind.ARRAY),
+                  "ports": (WorkloadKind.BATCH, WorkloadKind.NOTEBOOK, WorkloadKind.ARRAY)}
 #: Prefix of the parameter fields of a template on the submit form.
 PARAM_PREFIX = "param_"
 
@@ -59,8 +60,19 @@ def _parameter_field(parameter: dict) -> forms.Field:
     return forms.CharField(**common)
 
 
+class ListTextField(forms.CharField):
+    """A list submit field typed as text, its entries separated by commas (the rule reads them so); a list it
+    starts from (a clone's ports) is shown the same way."""
+
+    def prepare_value(self, value):
+        return ", ".join(str(v) for v in value) if isinstance(value, list | tuple) else super().prepare_value(value)
+
+
 def _plain_form_field(spec: submission.SubmitField) -> forms.Field:
     common = {"label": spec.label, "help_text": spec.help_text, "required": False}
+    if spec.kind == "list":
+        return ListTextField(widget=forms.TextInput(attrs={"placeholder": "tensorboard:6006, ui:8080",
+                                                           "spellcheck": "false"}), **common)
     if spec.name in CHOICE_FIELDS:  # a choice the page offers must be one of its options
         required = spec.required or spec.name == "project"  # the page always names the project
         return forms.ChoiceField(choices=spec.choices, initial=spec.default, **(common | {"required": required}))

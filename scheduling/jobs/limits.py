@@ -20,3 +20,15 @@ MAX_BATCH_TOTAL = MAX_ARRAY_TASKS
 MAX_ID = 2 ** 31 - 1
 #: The longest reason a cancel may give: a longer one is refused, never cut (what is stored is what was written).
 CANCEL_REASON_MAX = 500
+#: The most named ports one job may declare (``submission``'s ``ports``): each is a Service port on Kubernetes and
+#: a line on the job page; a program with more to show puts them behind one web UI.
+MAX_PORTS = 8
+#: The longest port name: Kubernetes' limit for a container's or a Service's port name (an IANA service name).
+MAX_PORT_NAME = 15
+#: The longest ``name:port`` entry: the name, a colon and five digits.
+MAX_PORT_ENTRY = MAX_PORT_NAME + 6
+#: The most jobs one submission may wait for (``submission``'s ``depends_on``), and the longest text naming them.
+MAX_DEPENDENCIES = 100
+MAX_DEPENDS_ON_TEXT = 2000
+#: The most jobs the job page follows a dependency chain through, each way.
+MAX_CHAIN = 50

@@ -6,10 +6,10 @@ from the same snapshots the pass decides on (``snapshots``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from django.db.models import Count, F, Max, Q, QuerySet, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Case, Count, F, Func, IntegerField, Max, Q, QuerySet, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -17,7 +17,16 @@ from fleet.models import Cluster
 from fleet.queries import capacity_summary
 from scheduling.engine.passes import decayed_usage, tenant_shares
 from scheduling.engine.reasons import WaitReason, render_reason, render_reason_for_others
-from scheduling.models import WAITING_STATUSES, Job, JobQueueState, JobStatus, task_type_label
+from scheduling.models import (
+    WAITING_STATUSES,
+    Job,
+    JobQueueState,
+    JobStatus,
+    QueuePlace,
+    local_moments,
+    queue_places,
+    task_type_label,
+)
 from scheduling.passes.snapshots import load_snapshots
 from tenants.models import Quota
 from tenants.quotas import effective_quotas, quota_gpus
@@ -50,19 +59,19 @@ class QuotaUse:
         return max(0, self.used - self.guaranteed)
 
 
-#: What the job tables (tags ``job_table``: the dashboard, the job list) show of a job and its queue state: the
-#: rest of the wide job row (the command, the executor's state, the request) is not read for them.
+#: What the job tables (tags ``job_table``: the dashboard, the job list) show of a job and its reason (its place
+#: comes from the queue table): the rest of the wide job row (the command, the executor's state, the request) is
+#: not read for them.
 TABLE_COLUMNS = ("id", "name", "status", "gpu_model", "node_count", "gpus_per_node", "gpu_milli",
                  "submitted_at", "failure_category", "tenant__name", "project__name", "owner__username",
-                 "task_type__code", "queue_state__queue_position", "queue_state__tenant_queue_position",
-                 "queue_state__wait_reason", "queue_state__wait_reason_params", "queue_state__estimated_start",
-                 "queue_state__earliest_start", "queue_state__latest_start")
+                 "task_type__code", "queue_state__wait_reason", "queue_state__wait_reason_params")
 
 
-def table_rows(jobs):
-    """``jobs`` reading only what a job table shows, in one query."""
+def table_rows(jobs, fields: tuple[str, ...] = TABLE_COLUMNS):
+    """``jobs`` reading only what a job table shows (``fields``: with the columns chosen, jobs.columns), in one
+    query."""
     return jobs.select_related(None).select_related("tenant", "project", "owner", "task_type", "queue_state") \
-        .only(*TABLE_COLUMNS)
+        .only(*fields)
 
 
 @dataclass(frozen=True)
@@ -110,11 +119,11 @@ def cluster_queue(user, cluster_name: str | None = None, gpu_model: str | None =
     sentence without who or which job (``render_reason_for_others``)."""
     visible = set(Job.objects.visible_to(user).waiting().values_list("pk", flat=True))
     states = (JobQueueState.objects.select_related("job__tenant", "job__task_type", "job__owner", "job__cluster")
-              .filter(job__status__in=WAITING_STATUSES).order_by(*QUEUE_ORDER))
+              .filter(job__status__in=WAITING_STATUSES))
     clusters = {c.name for c in Cluster.objects.all()}
-    by_model = model_positions()  # counted over every waiting job, before any filter
+    places = queue_places()
     rows = []
-    for state in states:
+    for state in sorted(states, key=lambda s: _queue_key(places.get(s.job_id), s.job.submitted_at, s.job_id)):
         job = state.job
         home = job.cluster.name if job.cluster else None
         if cluster_name and cluster_name in clusters and home and home != cluster_name:
@@ -122,7 +131,9 @@ def cluster_queue(user, cluster_name: str | None = None, gpu_model: str | None =
         if gpu_model and job.gpu_model != gpu_model:
             continue
         mine = job.pk in visible
-        rows.append({"position": state.queue_position, "model_position": by_model.get(job.pk),
+        place = places.get(job.pk)
+        rows.append({"position": place.position if place else None,
+                     "model_position": place.model_position if place else None,
                      "tenant": job.tenant.name, "job": job if mine else None,
                      "id": job.pk if mine else None, "task_type": job.task_type.code,
                      "gpu_model": job.gpu_model,
@@ -130,30 +141,45 @@ def cluster_queue(user, cluster_name: str | None = None, gpu_model: str | None =
                      "size": size_text(job.node_count, job.gpus_per_node, job.gpu_milli, job.gpu_model),
                      "priority": job.priority, "reason": state.wait_reason,
                      "reason_label": job.get_wait_reason_display() if state.wait_reason else "",
-                     "message": _queue_sentence(state, mine), "estimated_start": state.estimated_start,
-                     "earliest_start": state.earliest_start, "latest_start": state.latest_start,
+                     "message": _queue_sentence(state, mine), "estimated_start": job.estimated_start,
+                     "earliest_start": job.earliest_start, "latest_start": job.latest_start,
                      "likely_start": job.likely_start})
     return rows
 
 
-#: The order in which the pass considers waiting jobs (its queue position, then submission; a job no pass has
-#: seen yet last, on every database).
-QUEUE_ORDER = (F("queue_position").asc(nulls_last=True), F("job__submitted_at").asc(), F("job_id").asc())
+def _queue_key(place: QueuePlace | None, submitted_at, job_id: int) -> tuple:
+    """The order in which the pass considers waiting jobs: its queue position, then the job's id (positions tie
+    only across clusters); a job no pass has seen yet last, by submission."""
+    return (0, place.position, job_id) if place else (1, submitted_at.timestamp(), job_id)
 
 
-def model_positions(job_ids=None) -> dict[int, int]:
-    """Each waiting job's place among the jobs waiting for the same GPU model (1 for the first), in the order
-    the pass considers them, over every cluster that has the model (held jobs and jobs awaiting approval keep
-    their place in that order too). ``job_ids`` narrows the answer (and the query, to those
-    jobs' models: a partition is counted whole)."""
-    states = JobQueueState.objects.filter(job__status__in=WAITING_STATUSES)
-    if job_ids is not None:
-        job_ids = set(job_ids)
-        states = states.filter(job__gpu_model__in=Job.objects.filter(pk__in=job_ids).values("gpu_model"))
-    ranked = states.annotate(model_position=Window(RowNumber(), partition_by=[F("job__gpu_model")],
-                                                   order_by=list(QUEUE_ORDER)))
-    return {job_id: position for job_id, position in ranked.values_list("job_id", "model_position")
-            if job_ids is None or job_id in job_ids}
+class _RankOf(Func):
+    """A job's rank looked up by its id in a JSON object of ranks (``queue_rank``): PostgreSQL finds a key of a
+    ``jsonb`` object by binary search, so a list of every job sorts in one pass over it."""
+
+    output_field = IntegerField()
+
+    def as_sql(self, compiler, connection, **extra):
+        (ranks, ranks_params), (pk, pk_params) = (compiler.compile(e) for e in self.get_source_expressions())
+        if connection.vendor == "postgresql":
+            return f"(({ranks})::jsonb ->> ({pk})::text)::integer", [*ranks_params, *pk_params]
+        return f"CAST(json_extract({ranks}, '$.\"' || {pk} || '\"') AS INTEGER)", [*ranks_params, *pk_params]
+
+
+def queue_rank() -> Case:
+    """Each job's rank in queue order (1 first) while it waits, NULL otherwise, as an expression to sort a
+    queryset by: the places are the queue table's (``models.queue_places``), not columns of the job rows."""
+    places = queue_places()
+    ranked = sorted(places.index, key=lambda job_id: (places.get(job_id).position, job_id))
+    ranks = json.dumps({str(job_id): rank for rank, job_id in enumerate(ranked, start=1)})
+    return Case(When(status__in=WAITING_STATUSES, then=_RankOf(Value(ranks), F("pk"))), default=None,
+                output_field=IntegerField())
+
+
+def in_queue_order(jobs, limit: int) -> QuerySet:
+    """The first ``limit`` of ``jobs`` (waiting ones) in queue order (``_queue_key``)."""
+    return jobs.annotate(queue_rank=queue_rank()).order_by(
+        F("queue_rank").asc(nulls_last=True), "submitted_at", "pk")[:limit]
 
 
 def _queue_sentence(state: JobQueueState, mine: bool) -> str:
@@ -162,7 +188,7 @@ def _queue_sentence(state: JobQueueState, mine: bool) -> str:
         return ""
     render = render_reason if mine else render_reason_for_others
     try:
-        return render(state.wait_reason, state.wait_reason_params, translate=gettext)
+        return render(state.wait_reason, local_moments(state.wait_reason_params), translate=gettext)
     except (KeyError, TypeError, ValueError):  # numbers stored by an older pass: the reason's label still reads
         return gettext(WaitReason(state.wait_reason).label)
 

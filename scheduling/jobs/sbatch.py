@@ -40,7 +40,7 @@ SHORT = {"-J": "--job-name", "-N": "--nodes", "-t": "--time", "-c": "--cpus-per-
          "-p": "--partition", "-G": "--gpus", "-d": "--dependency"}
 #: The directives the portal takes, in the order its messages list them.
 KNOWN = ("--job-name", "--gres", "--gpus", "--gpus-per-node", "--nodes", "--time", "--cpus-per-task", "--mem",
-         "--array", "--partition", "--dependency")
+         "--array", "--partition", "--dependency", "--mail-type")
 
 _TIME = re.compile(r"^(?:(\d{1,4})-)?(\d{1,6})(?::(\d{1,6}))?(?::(\d{1,6}))?$")
 _MEMORY = re.compile(r"^(\d{1,12}(?:\.\d{1,6})?)([KMGT]?)$", re.IGNORECASE)
@@ -77,6 +77,8 @@ class ScriptFields(TypedDict, total=False):
     array: str
     array_parallelism: int
     command: str
+    depends_on: str
+    mail_type: str
 
 
 #: The submit fields a script may set.
@@ -192,7 +194,7 @@ def _gres(directive: Directive, models: Iterable[str], reading: _Reading) -> Non
     if parts[0] != "gpu" or len(parts) > 3 or "," in directive.value:
         reading.problem(directive, _("the portal takes only GPUs here, as gpu:<n> or gpu:<type>:<n>."))
         return
-    count = parts[-1] if len(parts) > 1 and parts[-1].isdigit() else "1"
+    count = parts[-1] if len(parts) > 1 and parts[-1].isascii() and parts[-1].isdigit() else "1"
     gpu_type = parts[1] if len(parts) == 3 or (len(parts) == 2 and not parts[1].isdigit()) else ""
     if gpu_type:
         _model(directive, gpu_type, models, reading)
@@ -292,9 +294,10 @@ def _read(directive: Directive, models: Iterable[str], clusters: Iterable[str], 
         _array(directive, reading)
     elif option == "--partition":
         _partition(directive, clusters, reading)
-    elif option == "--dependency":
-        reading.problem(directive, _("the portal has no job dependencies yet: submit this job once the jobs it "
-                                     "depends on have finished."))
+    elif option == "--dependency":  # checked as the ``depends_on`` submit field, naming this line when refused
+        reading.set(directive, "depends_on", value.strip())
+    elif option == "--mail-type":  # checked as the ``mail_type`` submit field, naming this line when refused
+        reading.set(directive, "mail_type", value.strip())
 
 
 def _per_job_gpus(directive: Directive, models: Iterable[str], reading: _Reading) -> None:

@@ -42,8 +42,10 @@ from fleet.models import Cluster
 from gpuportal.text.phrases import Phrase
 from gpuportal.web.validation import Refusals, keyed, parse_whole_number, refuse
 from scheduling import lifecycle
-from scheduling.jobs import sbatch
-from scheduling.jobs.limits import MAX_ARRAY_TASKS, MAX_BATCH_TOTAL, MAX_ID, MAX_REPLICAS
+from scheduling.jobs import dependencies, sbatch
+from scheduling.jobs import ports as named_ports
+from scheduling.jobs.limits import MAX_ARRAY_TASKS, MAX_BATCH_TOTAL, MAX_ID, MAX_PORT_ENTRY, MAX_PORTS, MAX_REPLICAS
+from scheduling.jobs.mailtypes import parse_mail_type
 from scheduling.models import Job, JobGroup, JobStatus, JobTemplateVersion, TaskType, Topology, WorkloadKind, label_of
 from scheduling.triggers import request_scheduling_pass
 from tenants import access
@@ -77,7 +79,8 @@ def _max_runtime() -> int:
 
 @dataclass(frozen=True)
 class SubmitField:
-    """One field of a submission: its kind (text, int, float, choice, bool), label, help and fixed limits."""
+    """One field of a submission: its kind (text, int, float, choice, bool, list), label, help and fixed limits
+    (a list's ``max_length`` bounds each entry, its ``max_value`` how many entries it may have)."""
 
     name: str
     kind: str
@@ -140,6 +143,9 @@ SUBMIT_FIELDS: tuple[SubmitField, ...] = (
                 max_value=MAX_REPLICAS, default=1),
     SubmitField("port", "int", gettext_lazy("Port"), gettext_lazy("Service: the port the program listens on."),
                 min_value=1, max_value=65535, default=8000),
+    SubmitField("ports", "list", gettext_lazy("Named ports"), gettext_lazy(
+        "Ports your program serves, opened through the portal while the job runs: name:port, e.g. tensorboard:6006, "
+        "ui:8080 (names: lowercase letters, digits, hyphens)."), max_length=MAX_PORT_ENTRY, max_value=MAX_PORTS),
     SubmitField("array", "text", gettext_lazy("Array indices"), gettext_lazy(
         "Array: indices as 0-99, 0-99:2 (a step) or 1,3,7; each task gets its index in GPUPORTAL_ARRAY_INDEX."),
                 max_length=200),
@@ -149,6 +155,15 @@ SUBMIT_FIELDS: tuple[SubmitField, ...] = (
         "Optional: a Slurm batch script. Its #SBATCH directives (job name, GPUs, nodes, time, CPUs, memory, array, "
         "partition) fill the fields left empty (the GPU model and GPUs per node among them) and its body becomes "
         "the command; a field given a value other than the script's is refused."), max_length=sbatch.MAX_SCRIPT),
+    SubmitField("depends_on", "text", gettext_lazy("Depends on"), gettext_lazy(
+        "Optional: start only after other jobs, as Slurm's --dependency: afterok:812:813 (once they succeed), "
+        "afterany:820 (once it ends), afternotok (once it fails), aftercorr (each task once the same task of another "
+        "array succeeds); several joined by commas. An array's first job id names the whole array, 812_3 one task."),
+                max_length=dependencies.MAX_DEPENDS_ON_TEXT),
+    SubmitField("mail_type", "text", gettext_lazy("Mail me"), gettext_lazy(
+        "Optional, as Slurm's --mail-type: BEGIN, END, FAIL, REQUEUE (comma-separated), ALL or NONE; mail goes to "
+        "your account's address. Empty: as your notification preferences say."),
+                max_length=Job._meta.get_field("mail_type").max_length),
 )
 FIELDS = {f.name: f for f in SUBMIT_FIELDS}
 
@@ -529,9 +544,13 @@ class JobRequest:
     asked: dict = field(default_factory=dict)
     spare_own_jobs: bool = False
     cluster: Cluster | None = None  # the cluster a batch script's --partition names; None: the pass chooses
+    ports: list[named_ports.NamedPort] = field(default_factory=list)
+    depends_on: list[dependencies.Edge] = field(default_factory=list)  # the jobs it waits for
+    mail_type: str = ""  # mailtypes.parse_mail_type's form; "" leaves it to the owner's preferences
 
 
-def validate_job_request(user, data: Mapping, lookups: Lookups | None = None) -> JobRequest:
+def validate_job_request(user, data: Mapping, lookups: Lookups | None = None,
+                         batch_size: int | None = None) -> JobRequest:
     """Check a submission (the form's text, the API's validated body, a template's or a clone's fields) and
     return it typed, or raise one ValidationError naming each bad field.
 
@@ -572,7 +591,10 @@ def validate_job_request(user, data: Mapping, lookups: Lookups | None = None) ->
     gpu_milli = attempt(_gpu_milli, data, gpus_per_node, node_count)
     cpu_millicores = attempt(_per_node, data, "cpus_per_node", 1000, capacity.max_cpu_milli if capacity else 0)
     memory_mib = attempt(_per_node, data, "memory_gb_per_node", 1024, capacity.max_memory_mib if capacity else 0)
-    cluster = _script_cluster(refusals, scripted, gpu_model)
+    depends_on = attempt(dependencies.check, user, data, kind, indices, batch_size)
+    mail_type = attempt(parse_mail_type, data.get("mail_type"))
+    cluster = _script_cluster(refusals, scripted, gpu_model)  # names the directive of the refusals above
+    ports = attempt(named_ports.parse_ports, data.get("ports"), kind)
     refusals.raise_any()
     return JobRequest(
         project=project, task_type=task_type, kind=kind, gpu_model=gpu_model, accept_models=accept_models,
@@ -583,7 +605,7 @@ def validate_job_request(user, data: Mapping, lookups: Lookups | None = None) ->
         template_version=template_version, replicas=replicas, port=port, indices=indices,
         array_parallelism=parallelism, asked=submitted_request(data),
         spare_own_jobs=str(data.get("spare_own_jobs", False)).lower() in ("true", "1", "yes", "on"),
-        cluster=cluster)
+        cluster=cluster, ports=ports or [], depends_on=depends_on or [], mail_type=mail_type or "")
 
 
 def _shape(attempt, data: Mapping, kind: str) -> tuple[int | None, int | None, list[int], int | None]:
@@ -645,7 +667,7 @@ def validate_batch(user, specs: Sequence[Mapping], lookups: Lookups | None = Non
     lookups, requests, refused, jobs = lookups or Lookups(), [], {}, 0
     for index, spec in enumerate(specs):
         try:
-            requests.append(validate_job_request(user, spec, lookups))
+            requests.append(validate_job_request(user, spec, lookups, batch_size=len(specs)))
         except ValidationError as exc:
             refused.update({f"jobs.{index}.{name}": messages for name, messages in exc.message_dict.items()})
             continue
@@ -655,6 +677,8 @@ def validate_batch(user, specs: Sequence[Mapping], lookups: Lookups | None = Non
                 "A batch may store at most %(max)d jobs in all (an array counts each task, a service each "
                 "replica); the specs up to jobs.%(index)d already ask for %(jobs)d.") % {
                 "max": MAX_BATCH_TOTAL, "index": index, "jobs": jobs}})
+    if not refused:  # specs that name each other (``@<index>``): only once every spec is known
+        refused = dependencies.check_batch(requests)
     if refused:
         raise ValidationError(refused)
     return requests
@@ -686,8 +710,10 @@ def store_jobs(user, requests: Sequence[JobRequest]) -> list[list[Job]]:
         created = iter(lifecycle.create_many([job for job, _status, _reason in flat],
                                              [status for _job, status, _reason in flat],
                                              [reason for _job, _status, reason in flat], actor=user))
+        stored = [[next(created) for _member in members] for members in planned]
+        dependencies.store(requests, stored)
         request_scheduling_pass()
-    return [[next(created) for _member in members] for members in planned]
+    return stored
 
 
 def _members(user, request: JobRequest, name: str, now, group: JobGroup | None) -> list[tuple[Job, str, Phrase]]:
@@ -764,6 +790,7 @@ def _member(user, request: JobRequest, name: str, now, group=None, index: int | 
         accept_models=list(request.accept_models),
         group_index=index, revision=(revision or 1) if request.kind == WorkloadKind.SERVICE else None,
         template_version=request.template_version,
-        spare_own_jobs=request.spare_own_jobs, asked_cluster=request.cluster,
+        spare_own_jobs=request.spare_own_jobs, asked_cluster=request.cluster, ports=list(request.ports),
+        mail_type=request.mail_type,
     )
     return job, JobStatus.PENDING if needs_approval else JobStatus.QUEUED, reason

@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -16,16 +17,17 @@ from gpuportal.storage import pagecache
 from scheduling.executors import read_job_log
 from scheduling.executors.logs import DEFAULT_TAIL, kept_log
 from scheduling.jobs import actions as job_actions
-from scheduling.jobs import cloning, queries
+from scheduling.jobs import cloning, dependencies, listing, queries
 from scheduling.jobs.attempts import attempts_of, current_attempt, stopped_by
-from scheduling.jobs.filtersets import JobFilterSet
+from scheduling.jobs.efficiency import efficiency_of
 from scheduling.jobs.forms import JobSubmitForm
 from scheduling.jobs.limits import CANCEL_REASON_MAX
+from scheduling.jobs.live import page_version
 from scheduling.jobs.progress import estimated_finish, run_deadline
 from scheduling.models import LONG_RUNNING_KINDS, Job, WorkloadKind
 from scheduling.passes import preview
 from scheduling.templates import services as job_templates
-from scheduling.workloads.queries import count_pairs, ended, live_state, may_open, visible_groups
+from scheduling.workloads.queries import count_pairs, ended, live_state, may_open, port_links, visible_groups
 from tenants import access
 
 #: Arrays and services shown above the job list (the newest).
@@ -47,29 +49,46 @@ def _render_dashboard(request):
     return render(request, "scheduling/dashboard.html", {
         "quota_rows": queries.quota_usage(user),
         "my_jobs": queries.table_rows(jobs.filter(owner=user))[:10],
-        "queue": queries.table_rows(jobs.waiting().order_by("queue_state__queue_position", "submitted_at"))[:20],
+        "queue": queries.in_queue_order(queries.table_rows(jobs.waiting()), 20),
         "capacity": capacity_summary(),
     })
 
 
 @login_required
 def job_list(request):
-    # An array's tasks and a service's replicas are one row each in the groups table, not one row per member.
-    filterset = JobFilterSet(request.GET or None, queryset=_jobs(request.user).filter(group__isnull=True),
-                             request=request)
-    paginator = Paginator(queries.table_rows(filterset.qs), 50)
-    page = paginator.get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
+    shaped = _shaped_list(request, remember=True)
+    for name, problems in shaped["shaped"].problems.items():
+        messages.error(request, _("%(field)s, not applied: %(problem)s") % {
+            "field": shaped["filter"].form.fields[name].label, "problem": " ".join(problems)})
     groups = list(visible_groups(request.user)[:GROUP_ROWS])
     return render(request, "scheduling/job_list.html", {
-        "filter": filterset, "page": page, "query": query.urlencode(),
-        "groups": [(g, count_pairs(g), ended(g)) for g in groups]})
+        **shaped, "groups": [(g, count_pairs(g), ended(g)) for g in groups]})
+
+
+@login_required
+def job_list_rows(request):
+    """The job list's table alone, for the page's refresh in place (static/js/live.js)."""
+    return render(request, "scheduling/_job_rows.html", _shaped_list(request, remember=False))
+
+
+def _shaped_list(request, remember: bool) -> dict:
+    # An array's tasks and a service's replicas are one row each in the groups table, not one row per member.
+    shaped = listing.job_list(request, _jobs(request.user).filter(group__isnull=True), remember=remember)
+    page = Paginator(shaped.jobs, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return {"filter": shaped.filterset, "shaped": shaped, "page": page, "query": query.urlencode(),
+            "columns": shaped.columns}
 
 
 @login_required
 def job_detail(request, pk):
     job = get_object_or_404(_jobs(request.user).with_placement().select_related("cluster"), pk=pk)
+    timeline = queries.timeline(job)
+    live = live_state(job) if job.kind in LONG_RUNNING_KINDS else None
+    version = page_version(job, timeline, live)
+    if request.GET.get("since") == version:  # the page's refresh in place (static/js/live.js): nothing changed
+        return HttpResponse(status=204)
     per_node: dict = {}
     gpus = job.held_gpus()
     series = gpu_series(gpu.pk for gpu in gpus) if not job.is_terminal else {}
@@ -79,18 +98,21 @@ def job_detail(request, pk):
         per_node.setdefault(gpu.node, []).append(gpu)
     return render(request, "scheduling/job_detail.html", {
         "job": job, "placement": sorted(per_node.items(), key=lambda item: item[0].name),
-        "timeline": queries.timeline(job),
+        "timeline": timeline, "live_version": version,
         "max_cancel_reason": CANCEL_REASON_MAX,
         "last_checkpoint": job.checkpoints.first(), "artifacts": list(job.artifacts.all()),
         "estimated_finish": estimated_finish(job), "attempts": attempts_of(job, request.user),
         "stopped": stopped_by(job, request.user),
-        "model_position": queries.model_positions([job.pk]).get(job.pk) if job.is_waiting else None,
+        "model_position": job.model_queue_position,
         "can_cancel": not job.is_terminal and access.can_manage_job(request.user, job.tenant_id, job.owner_id),
         "deadline": run_deadline(job), "max_runtime_seconds": (job.max_runtime_minutes or 0) * 60,
         "run_seconds": ((job.finished_at or timezone.now()) - job.started_at).total_seconds() if job.started_at else 0,
         "log": _log_of(job, request.GET.get("attempt", "")),
-        "live": live_state(job) if job.kind in LONG_RUNNING_KINDS else None,
+        "live": live,
         "can_open": job.kind == WorkloadKind.NOTEBOOK and may_open(request.user, job),
+        "chain": dependencies.chain(job, request.user),
+        "port_links": port_links(job), "can_open_ports": bool(job.ports) and may_open(request.user, job),
+        "efficiency": efficiency_of(job, with_series=False) if job.admitted_at or job.is_terminal else None,
         "can_clear_avoidance": job.is_waiting and bool((job.executor_state or {}).get("avoid_nodes"))
         and access.is_platform_admin(request.user),
     })
@@ -98,7 +120,7 @@ def job_detail(request, pk):
 
 def _log_of(job: Job, asked: str):
     """The log shown: the current attempt's, or an earlier one's (``?attempt=N``: the lines the portal kept)."""
-    number = int(asked) if asked.isdigit() and len(asked) < 7 else None
+    number = int(asked) if asked.isascii() and asked.isdigit() and len(asked) < 7 else None
     if number is not None and number != current_attempt(job):
         kept = kept_log(job, number, DEFAULT_TAIL)
         if kept is not None:
@@ -106,10 +128,17 @@ def _log_of(job: Job, asked: str):
     return read_job_log(job, DEFAULT_TAIL)
 
 
+def _job_number(text: str) -> bool:
+    """Whether ``text`` is a job id as a query gives it (ASCII digits: ``int`` refuses "²", which ``isdigit``
+    accepts)."""
+    return text.isascii() and text.isdigit() and len(text) < 19
+
+
 @login_required
 def job_submit(request):
     """The submit form. ``?template=<version id>`` starts from a template version (its defaults prefill the
-    form, its parameters show, the job records the version); ``?clone=<job id>`` prefills a job's request."""
+    form, its parameters show, the job records the version); ``?clone=<job id>`` prefills a job's request;
+    ``?after=<job id>`` a dependency on that job (checked, as typed, when the form is sent)."""
 
     posted = request.method == "POST"
     reference = request.POST.get("use_template") if posted else request.GET.get("template")
@@ -122,8 +151,7 @@ def job_submit(request):
         initial = {**version.defaults, "kind": version.template.kind, "template_version": version.pk}
     elif not posted and request.GET.get("clone"):
         clone_of = Job.objects.visible_to(request.user).select_related("tenant", "project", "task_type", "group") \
-            .filter(pk=request.GET["clone"] if request.GET["clone"].isdigit() and len(request.GET["clone"]) < 19
-                    else None).first()
+            .filter(pk=request.GET["clone"] if _job_number(request.GET["clone"]) else None).first()
         if clone_of is None:
             messages.error(request, _("Job %(id)s is not among those you may see; the form starts empty.") % {
                 "id": request.GET["clone"]})
@@ -131,6 +159,9 @@ def job_submit(request):
             initial = cloning.request_of(clone_of)
             if initial.get("tenant") and "/" not in str(initial.get("project", "/")):
                 initial["project"] = f"{initial['tenant']}/{initial['project']}"
+    after = request.GET.get("after", "")
+    if not posted and _job_number(after):  # "Submit a job that waits for it": Slurm's afterok
+        initial["depends_on"] = f"afterok:{after}"
     form = JobSubmitForm(request.POST or None, user=request.user, version=version, initial=initial)
     if posted and reference and version is None:  # archived meanwhile: its parameters cannot be applied
         form.is_valid()

@@ -30,7 +30,6 @@ from django.db.models import BigIntegerField, F, Func
 
 from fleet.models import GPU, Node
 from gpuportal.observability import telemetry
-from scheduling.models import ACTIVE_STATUSES, Job, JobStatus
 from scheduling.passes import snapshots
 
 logger = logging.getLogger(__name__)
@@ -52,14 +51,6 @@ class Fingerprint(Func):
 
     def __init__(self, *names: str):
         super().__init__(*(F(name) for name in names))
-
-
-def _waiting():
-    return Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.PENDING)).order_by()
-
-
-def _running():
-    return Job.objects.filter(status__in=ACTIVE_STATUSES).order_by()
 
 
 @dataclass
@@ -88,8 +79,8 @@ class KeptView:
         self.passes += 1
         every = settings.SCHEDULER["SNAPSHOT_CHECK_PASSES"]
         self._refresh_fleet()
-        waiting = self._refresh("waiting", _waiting(), snapshots.WAITING_FIELDS, self.rows.waiting)
-        running = self._refresh("running", _running(), snapshots.RUNNING_FIELDS, self.rows.running)
+        waiting = self._refresh("waiting", snapshots.waiting_queryset(), snapshots.WAITING_FIELDS, self.rows.waiting)
+        running = self._refresh("running", snapshots.running_queryset(), snapshots.RUNNING_FIELDS, self.rows.running)
         self.rows.placements = snapshots.placements_of_running()  # few columns, and they change with any admission
         self.last = {"view": "kept", "waiting_read": waiting, "running_read": running}
         if every and self.passes % every == 0:
@@ -114,8 +105,8 @@ class KeptView:
         self.fleet = snapshots.read_fleet()
         self.rows = snapshots.JobRows(waiting={}, running={}, placements=snapshots.placements_of_running())
         self.marks = {}
-        self.rows.waiting, self.marks["waiting"] = _read_marked(_waiting(), snapshots.WAITING_FIELDS)
-        self.rows.running, self.marks["running"] = _read_marked(_running(), snapshots.RUNNING_FIELDS)
+        self.rows.waiting, self.marks["waiting"] = _read_marked(snapshots.waiting_queryset(), snapshots.WAITING_FIELDS)
+        self.rows.running, self.marks["running"] = _read_marked(snapshots.running_queryset(), snapshots.RUNNING_FIELDS)
         self.built_at, self.passes = time.monotonic(), 0
         self.last = {"view": "rebuilt", "waiting_read": len(self.rows.waiting), "running_read": len(self.rows.running)}
 

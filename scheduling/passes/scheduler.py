@@ -17,7 +17,6 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -33,15 +32,14 @@ from gpuportal.text.phrases import Clauses, Phrase
 from scheduling import engine, lifecycle
 from scheduling.executors import executor_for
 from scheduling.executors.logs import DEFAULT_TAIL
+from scheduling.jobs import dependencies
 from scheduling.models import (
     ACTIVE_STATUSES,
     PREEMPTION_RULES,
-    WAITING_STATUSES,
     FailureCategory,
     Job,
     JobAllocation,
     JobEvent,
-    JobQueueState,
     JobStatus,
     PreemptedBy,
     StoppedNote,
@@ -53,8 +51,6 @@ logger = logging.getLogger(__name__)
 
 #: Key of the PostgreSQL advisory lock that serialises scheduling passes ("GPUSCHED").
 PASS_LOCK_KEY = 0x47505553434845
-QUEUE_FIELDS = ["wait_reason", "wait_reason_params", "queue_position", "tenant_queue_position", "estimated_start",
-                "earliest_start", "latest_start"]
 
 
 @dataclass
@@ -71,7 +67,10 @@ class PassReport:
     load_seconds: float = 0.0
     engine_seconds: float = 0.0
     apply_seconds: float = 0.0
-    states_written: int = 0  # queue states written (the others were within the tolerance, or unchanged)
+    states_written: int = 0  # waiting jobs' reasons written (the others were unchanged)
+    table_written: bool = False  # whether the queue table was written (else every place and estimate held)
+    #: Every cluster's waiting jobs as (job id, position, position in tenant, estimate, earliest, latest).
+    places: list[tuple] = field(default_factory=list, repr=False)
 
     @property
     def admitted_ids(self) -> list[int]:
@@ -127,6 +126,9 @@ def _run_pass() -> PassReport:
                 report.shares[name] = result.shares
                 _apply(result, node_by_id, gpu_by_key, report)
                 report.apply_seconds += time.monotonic() - applied
+            applied = time.monotonic()
+            _store_places(snapshots, report)
+            report.apply_seconds += time.monotonic() - applied
     except Exception:
         if not committed:
             kept.VIEW.discard()  # what it read may be what made it fail: the next pass reads everything
@@ -149,7 +151,8 @@ def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport
     jobs = Job.objects.select_related("cluster", "tenant").in_bulk(ids)
     _preempt(result.preemptions, jobs, now, report)
     _admit(result.admissions, jobs, node_by_id, gpu_by_key, now, report)
-    _store_waits(_end_hopeless(result.waiting, now, report), now, report)
+    # a job whose dependency can never be met ends (jobs.dependencies), as one that avoids every node does
+    _store_waits(dependencies.end_unmeetable(_end_hopeless(result.waiting, now, report), now), now, report)
 
 
 def _preempt(preemptions, jobs: dict, now, report: PassReport) -> None:
@@ -294,15 +297,10 @@ def _end_hopeless(waiting, now, report: PassReport) -> list:
 
 
 def _store_waits(waiting, now, report: PassReport) -> None:
-    """Each waiting job's reason, position and estimate; an event only when the reason changed. Only the jobs
-    that still wait are written (a cancel since the snapshot wins)."""
-    values = {w.job_id: (w.reason.value, _jsonable(w.params), w.position, w.tenant_position,
-                         _moment(w.estimated_start), _moment(w.earliest_start), _moment(w.latest_start))
-              for w in waiting}
-    if connection.vendor == "postgresql":
-        found, written = queue_states.store([(job_id, *row) for job_id, row in values.items()])
-    else:
-        found, written = _store_waits_here(values)
+    """Each waiting job's reason, an event only when it changed, and its places and estimates for the queue
+    table. Only the jobs that still wait are written (a cancel since the snapshot wins)."""
+    values = {w.job_id: (w.reason.value, _jsonable(w.params)) for w in waiting}
+    found, written = queue_states.store(values)
     report.states_written += written
     events = []
     for wait in waiting:
@@ -314,31 +312,20 @@ def _store_waits(waiting, now, report: PassReport) -> None:
                                    to_status=status, reason=wait.message,
                                    data={"code": wait.reason.value, "params": values[wait.job_id][1]}))
         report.waiting.append((wait.job_id, wait.reason.value, wait.message))
+        report.places.append((wait.job_id, wait.position, wait.tenant_position, wait.estimated_start,
+                              wait.earliest_start, wait.latest_start))
     bulk_insert(JobEvent, events)
     if written or events:
-        pagecache.data_changed()  # queue positions and reasons shown on the dashboard
+        pagecache.data_changed()  # reasons shown on the dashboard
 
 
-def _store_waits_here(values: dict[int, tuple]) -> tuple[dict[int, tuple[str, bool]], int]:
-    """``queue_states.store`` compared in Python, for a database without it: the same answer."""
-    found, new, changed, seconds = {}, [], [], queue_states.tolerance()
-    for job_id, status, *state in Job.objects.filter(pk__in=values, status__in=WAITING_STATUSES).values_list(
-            "id", "status", *(f"queue_state__{name}" for name in QUEUE_FIELDS), "queue_state__job_id"):
-        stored = tuple(state[:-1]) if state[-1] is not None else None
-        found[job_id] = (status, stored is None or stored[0] != values[job_id][0])
-        row = JobQueueState(job_id, *values[job_id])
-        if stored is None:
-            new.append(row)
-        elif queue_states.differs(stored, values[job_id], seconds):  # a steady queue writes nothing
-            changed.append(row)
-    bulk_insert(JobQueueState, new)
-    bulk_set(JobQueueState, changed, QUEUE_FIELDS)
-    return found, len(new) + len(changed)
-
-
-def _moment(timestamp: float | None) -> datetime | None:
-    return (datetime.fromtimestamp(timestamp, tz=UTC)
-            if timestamp is not None and math.isfinite(timestamp) else None)
+def _store_places(snapshots: dict, report: PassReport) -> None:
+    """The queue table of every cluster's waiting jobs (``queue_states.write_table``)."""
+    models = {job.id: job.gpu_model for snapshot in snapshots.values() for job in snapshot.waiting}
+    rows = queue_states.place_rows(report.places, models)
+    report.table_written = queue_states.write_table(rows, timezone.now())
+    if report.table_written:
+        pagecache.data_changed()  # queue positions and estimates shown on the dashboard
 
 
 def _jsonable(params: dict) -> dict:

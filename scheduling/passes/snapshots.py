@@ -19,6 +19,7 @@ from django.utils import timezone
 from fleet.models import Cluster, ExecutorKind, Node, OutsideWork
 from scheduling import engine
 from scheduling.engine.estimate import runtime_from_history
+from scheduling.jobs import dependencies
 from scheduling.models import (
     ACTIVE_STATUSES,
     LONG_RUNNING_KINDS,
@@ -44,10 +45,14 @@ def policy_for(cluster: Cluster) -> engine.Policy:
                          half_life_seconds=cluster.fair_share_half_life_hours * 3600)
 
 
-def runtime_estimates(now) -> dict[tuple[str, int], float]:
-    """Expected runtime per (task type, GPUs): the 75th percentile of recent successful runs."""
+def runtime_estimates(now, finished_before=None) -> dict[tuple[str, int], float]:
+    """Expected runtime per (task type, GPUs): the 75th percentile of recent successful runs (of those finished
+    before ``finished_before`` only, when given: a replay of a past month knows what was known then)."""
     samples: dict[tuple[str, int], list[float]] = defaultdict(list)
-    rows = (Job.objects.filter(status=JobStatus.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
+    done = Job.objects.filter(status=JobStatus.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
+    if finished_before is not None:
+        done = done.filter(finished_at__lt=finished_before)
+    rows = (done
             .order_by("-finished_at").values_list("task_type__code", "gpus_per_node", "node_count", "started_at",
                                                   "finished_at")[:HISTORY_JOBS])
     for code, per_node, nodes, started, finished in rows:
@@ -178,18 +183,24 @@ class Fleet:
         return built
 
 
-def waiting_rows(ids=None) -> dict[int, dict]:
-    """Waiting jobs' rows by id (of ``ids`` only, when given)."""
-    rows = Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.PENDING)).order_by()
-    rows = rows if ids is None else rows.filter(pk__in=ids)
-    return {row["id"]: row for row in rows.values(*WAITING_FIELDS)}
+def waiting_queryset():
+    """The jobs the pass schedules (the kept view reads the same, by fingerprint)."""
+    return Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.PENDING)).order_by()
 
 
-def running_rows(ids=None) -> dict[int, dict]:
-    """Running (GPU-holding) jobs' rows by id (of ``ids`` only, when given)."""
-    rows = Job.objects.active().order_by()
-    rows = rows if ids is None else rows.filter(pk__in=ids)
-    return {row["id"]: row for row in rows.values(*RUNNING_FIELDS)}
+def running_queryset():
+    """The jobs that hold GPUs (the kept view reads the same, by fingerprint)."""
+    return Job.objects.active().order_by()
+
+
+def waiting_rows() -> dict[int, dict]:
+    """Waiting jobs' rows by id."""
+    return {row["id"]: row for row in waiting_queryset().values(*WAITING_FIELDS)}
+
+
+def running_rows() -> dict[int, dict]:
+    """Running (GPU-holding) jobs' rows by id."""
+    return {row["id"]: row for row in running_queryset().values(*RUNNING_FIELDS)}
 
 
 def placements_of_running() -> dict[int, list[tuple[int, int, float]]]:
@@ -326,9 +337,13 @@ def healthy_gpus_of(snapshots: dict[str, engine.Snapshot]) -> dict[tuple[str, st
     return counts
 
 
-def _waiting_by_cluster(clusters, nodes, estimates, now, rows: JobRows) -> dict[str, list]:
+def _waiting_by_cluster(clusters, nodes, estimates, now, rows: JobRows,
+                        after: dict[int, tuple[engine.Dependency, ...]] | None = None) -> dict[str, list]:
     """Waiting jobs by the cluster they belong to: the one they name (placed there, or asked for at submission),
-    else the one with the most healthy GPUs of their model."""
+    else the one with the most healthy GPUs of their model. ``after``: each job's dependencies as read this pass
+    (``jobs.dependencies.waiting_dependencies``), part of what a kept job is built from, so that a parent's new
+    status reaches the engine although the waiting job's own row is unchanged."""
+    after = after or {}
     schedulable = {node.id: node.schedulable for node in nodes}
     healthy_gpus: dict[tuple[str, str], int] = defaultdict(int)
     for node in nodes:
@@ -341,17 +356,18 @@ def _waiting_by_cluster(clusters, nodes, estimates, now, rows: JobRows) -> dict[
     def routed(j):
         home = j["cluster__name"] or j["asked_cluster__name"] or home_cluster(
             healthy_gpus, clusters_for(executors, j["kind"], j["gpu_milli"]), j["gpu_model"])
-        return home, waiting_job(j, estimates, now, schedulable)
+        return home, waiting_job(j, estimates, now, schedulable, after.get(j["id"], ()))
 
     for j in _newest_first(rows.waiting):
         # avoided nodes depend on the clock and the nodes' state: such a job is built again every time
-        inputs = (now if (j["executor_state"] or {}).get("avoid_nodes") else None, fleet)
+        inputs = (now if (j["executor_state"] or {}).get("avoid_nodes") else None, fleet, after.get(j["id"]))
         home, job = rows.reuse(j, inputs, _expected_runtime(j, estimates), lambda j=j: routed(j))
         by_cluster[home].append(job)
     return by_cluster
 
 
-def waiting_job(j: dict, estimates: dict, now, schedulable: dict[int, bool]) -> engine.WaitingJob:
+def waiting_job(j: dict, estimates: dict, now, schedulable: dict[int, bool],
+                after: tuple[engine.Dependency, ...] = ()) -> engine.WaitingJob:
     """A waiting job as the engine sees it, from the row ``_waiting_by_cluster`` reads (the preview of a new
     submission builds the same row, so that it sees the job as the pass will once it is stored)."""
     return engine.WaitingJob(
@@ -363,8 +379,23 @@ def waiting_job(j: dict, estimates: dict, now, schedulable: dict[int, bool]) -> 
         group=_array_of(j), group_limit=(j["group__parallelism"] or 0) if _array_of(j) else 0,
         accept_models=tuple(j["accept_models"] or ()),
         awaiting_approval=j["status"] == JobStatus.PENDING, owner=j["owner_id"],
-        spare_owner=j["spare_own_jobs"],
+        spare_owner=j["spare_own_jobs"], after=after,
         avoid_nodes=avoided_nodes(j["executor_state"], now, schedulable))
+
+
+def quota_snapshots(now) -> tuple[engine.QuotaSnapshot, ...]:
+    """Every tenant's quota as the engine sees it at ``now`` (the one effective-quota rule, bursts included)."""
+    return tuple(engine.QuotaSnapshot(q.tenant, q.gpu_model, q.guaranteed, q.effective_limit, q.department)
+                 for q in effective_quotas(now=now))
+
+
+def department_snapshots() -> tuple[engine.DepartmentQuota, ...]:
+    return tuple(engine.DepartmentQuota(d.department.name, d.gpu_model, d.limit_gpus)
+                 for d in DepartmentQuota.objects.select_related("department"))
+
+
+def tenant_infos() -> tuple[engine.TenantInfo, ...]:
+    return tuple(engine.TenantInfo(t.name, t.fair_share_weight) for t in Tenant.objects.all())
 
 
 def load_snapshots(now=None, fleet: Fleet | None = None, rows: JobRows | None = None):
@@ -379,16 +410,12 @@ def load_snapshots(now=None, fleet: Fleet | None = None, rows: JobRows | None = 
     clusters, nodes = fleet.clusters, fleet.nodes
     estimates = runtime_estimates(now)
     running = running_jobs(now, estimates, rows)
-    quotas = tuple(engine.QuotaSnapshot(q.tenant, q.gpu_model, q.guaranteed, q.effective_limit, q.department)
-                   for q in effective_quotas(now=now))
-    department_quotas = tuple(engine.DepartmentQuota(d.department.name, d.gpu_model, d.limit_gpus)
-                              for d in DepartmentQuota.objects.select_related("department"))
-    tenants = tuple(engine.TenantInfo(t.name, t.fair_share_weight) for t in Tenant.objects.all())
+    quotas, department_quotas, tenants = quota_snapshots(now), department_snapshots(), tenant_infos()
     reservations = tuple(engine.Reservation(r.pk, r.tenant.name, r.gpu_model, r.gpus, r.start.timestamp(),
                                             r.end.timestamp())
                          for r in Reservation.objects.filter(end__gt=now).select_related("tenant"))
 
-    by_cluster = _waiting_by_cluster(clusters, nodes, estimates, now, rows)
+    by_cluster = _waiting_by_cluster(clusters, nodes, estimates, now, rows, dependencies.waiting_dependencies())
     outside = outside_holds(now)
     history = recent_shapes(now, [cluster.pk for cluster in clusters])
     snapshots = {}

@@ -239,6 +239,11 @@ def check_defaults(defaults) -> list[str]:
         if key not in FIELDS or key in NOT_TEMPLATED:
             problems.append(_("Defaults: %(key)r is not a submit field a template sets (fields: %(fields)s).") % {
                 "key": key, "fields": ", ".join(f for f in FIELDS if f not in NOT_TEMPLATED)})
+        elif FIELDS[key].kind == "list":  # named ports: a list of entries, or text with commas between them
+            if not isinstance(value, str | None) and not (isinstance(value, list) and all(
+                    isinstance(entry, str) for entry in value)):
+                problems.append(_("Defaults: %(key)s must be a list of text entries, e.g. [\"tensorboard:6006\"].")
+                                % {"key": key})
         elif value is not None and not isinstance(value, str | int | float | bool):
             problems.append(_("Defaults: %(key)s must be text, a number or true/false.") % {"key": key})
     return problems

@@ -15,6 +15,7 @@ embedded demo) is as right as the shared one.
 
 import hashlib
 from html import escape
+from types import SimpleNamespace
 
 from django import template
 from django.core.cache import cache
@@ -22,19 +23,23 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.timezone import get_current_timezone_name, localdate, template_localtime
-from django.utils.translation import get_language, gettext, gettext_noop
+from django.utils.translation import get_language, gettext
 
 from gpuportal.templatetags.portal import job_status
-from gpuportal.text.formatting import relative_time
+from gpuportal.text.formatting import duration_text, relative_time
+from scheduling.jobs.columns import (
+    COLUMNS,
+    DEFAULT_COLUMNS,
+    NO_EXTRAS,
+    elapsed_seconds,
+    extras_of,
+    read_fields,
+    wait_seconds,
+)
 from scheduling.jobs.queries import TABLE_COLUMNS, table_rows
-from scheduling.models import FailureCategory, TaskType, label_of
+from scheduling.models import WAITING_STATUSES, FailureCategory, TaskType, label_of, queue_places
 
 register = template.Library()
-
-_HEADINGS = (gettext_noop("Name"), gettext_noop("Tenant / project"), gettext_noop("Task type"), gettext_noop("GPUs"),
-             gettext_noop("Status"), gettext_noop("Queue position"), gettext_noop("Why / result"),
-             gettext_noop("Submitted"))
-
 
 def _when(moment, pattern: str) -> str:
     """``moment`` in the reader's time zone (strftime: the date filter's parser cost more than the row)."""
@@ -68,20 +73,19 @@ def _reason(job) -> str:
 
 #: How long a drawn row is kept; a row whose job changes is never read again (its key changes with it).
 ROW_SECONDS = 600
-#: Where the submission time is among ``TABLE_COLUMNS``.
-SUBMITTED = TABLE_COLUMNS.index("submitted_at")
 
 
 def _row_key(shown: tuple, reader: str) -> str:
-    """A row's cache key: ``shown``, the values of everything ``_row`` shows of a job (``TABLE_COLUMNS``), and
-    ``reader`` (language, time zone and day)."""
+    """A row's cache key: ``shown``, the columns drawn and the values of everything ``_row`` shows of a job
+    (``columns.read_fields``, its place in the queue table while it waits, with the nodes and utilisation of
+    ``columns.extras_of`` when shown), and ``reader`` (language, time zone and day)."""
     return "job-row:" + hashlib.sha256(repr((shown, reader)).encode()).hexdigest()[:40]
 
 
-def _shown(job) -> tuple:
-    """``TABLE_COLUMNS`` of a job built as an instance, as ``values_list`` reads them (None without a queue state)."""
+def _shown(job, fields: tuple[str, ...] = TABLE_COLUMNS) -> tuple:
+    """``fields`` of a job built as an instance, as ``values_list`` reads them (None without a queue state)."""
     values = []
-    for column in TABLE_COLUMNS:
+    for column in fields:
         value = job
         for name in column.split("__"):
             value = getattr(value, name, None)
@@ -89,63 +93,116 @@ def _shown(job) -> tuple:
     return tuple(values)
 
 
-def _rows(jobs, labels: list[str]) -> str:
-    """The rows, each from the cache when its job and reader are unchanged, else drawn and kept.
+def _rows(jobs, labels: list[str], columns: tuple[str, ...] = DEFAULT_COLUMNS) -> str:
+    """The rows, each from the cache when its job, the columns shown and the reader are unchanged, else drawn
+    and kept.
 
-    The keys come from the shown columns read as plain tuples (``values_list``): building the jobs and their
+    The keys come from the shown values read as plain tuples (``values_list``): building the jobs and their
     related rows as model instances cost more than the table itself when every row is read back. Only the
     jobs whose rows are missing are read as instances, to be drawn, and each drawn row is kept under what its
-    instance shows (a job may have moved between the two reads)."""
-    shown = list(jobs.values_list(*TABLE_COLUMNS))
+    instance shows (a job may have moved between the two reads). What follows the clock (``_LIVE``) is filled in
+    at each read."""
+    fields = read_fields(columns)
+    shown = list(jobs.values_list(*fields))
+    extras = extras_of([values[0] for values in shown], columns)
+    places, status = queue_places(), fields.index("status")
     reader = f"{get_language()}|{get_current_timezone_name()}|{localdate().isoformat()}"
-    keys = [_row_key(values, reader) for values in shown]
+    keys = [_row_key((columns, values, places.get(values[0]) if values[status] in WAITING_STATUSES else None,
+                      extras.of(values[0])), reader) for values in shown]
     kept = cache.get_many(keys) if keys else {}
     missing = {values[0] for key, values in zip(keys, shown, strict=True) if key not in kept}
     drawn = {}
     if missing:
-        fresh = {job.pk: job for job in table_rows(jobs.model.objects.filter(pk__in=missing))}
-        drawn = {job.pk: (_row_key(_shown(job), reader), _row(job, labels))
+        fresh = {job.pk: job for job in table_rows(jobs.model.objects.filter(pk__in=missing), fields)}
+        drawn = {job.pk: (_row_key((columns, _shown(job, fields), job._queue_place(), extras.of(job.pk)), reader),
+                          _row(job, labels, columns, extras))
                  for job in (fresh[values[0]] for values in shown if values[0] in fresh)}
         cache.set_many(dict(drawn.values()), ROW_SECONDS)
     rows = []
     for key, values in zip(keys, shown, strict=True):
         parts = kept[key] if key in kept else drawn[values[0]][1] if values[0] in drawn else None
         if parts is not None:  # a job deleted between the two reads has no row
-            head, tail = parts
-            rows.append(f"{head}{escape(relative_time(values[SUBMITTED]))}{tail}")
+            now = SimpleNamespace(**dict(zip(fields, values, strict=True)))
+            rows.append("".join(part if i % 2 == 0 else _LIVE[part](now) for i, part in enumerate(parts)))
     return "\n".join(rows)
 
 
-def _row(job, labels: list[str]) -> tuple[str, str]:
-    """One job's row, in two parts around the submission's relative time (which follows the clock, so it is
-    filled in at each read). Each cell carries its column's heading (``data-label``): on a phone the rows are
-    drawn as cards, each cell under its heading, so that status, reason and likely start need no sideways
-    scroll."""
+def _time_cell(moment) -> str:
+    if moment is None:
+        return "—"
+    return f'<time datetime="{moment.isoformat()}">{escape(_when(moment, "%Y-%m-%d %H:%M %Z"))}</time>'
+
+
+def _seconds_text(seconds) -> str:
+    return "—" if seconds is None else escape(duration_text(seconds))
+
+
+#: What follows the clock, from the values a row read (``_rows``): the submission's "12 min ago", how long a
+#: running job has run and how long a waiting one has waited.
+_LIVE = {
+    "submitted": lambda row: escape(relative_time(row.submitted_at)),
+    "elapsed": lambda row: _seconds_text(elapsed_seconds(row)),
+    "wait": lambda row: _seconds_text(wait_seconds(row)),
+}
+
+#: Each column's cell (``scheduling.jobs.columns.COLUMNS``): its markup, or, for a cell that follows the clock,
+#: the markup before and after what ``_LIVE`` fills in.
+_CELLS = {
+    "name": lambda job, url, extras: (f'<a href="{url}">{escape(job.name)}</a>'
+                                      f'<div class="muted">{escape(job.owner.username)}</div>'),
+    "project": lambda job, url, extras: f"{escape(job.tenant.name)} / {escape(job.project.name)}",
+    "task_type": lambda job, url, extras: escape(job.task_type.code),
+    "gpus": lambda job, url, extras: f"{job.node_count} × {job.gpus_per_node} {escape(job.gpu_model)}",
+    "model": lambda job, url, extras: escape(job.gpu_model),
+    "status": lambda job, url, extras: job_status(job),
+    "position": lambda job, url, extras: _position(job),
+    "reason": lambda job, url, extras: _reason(job),
+    "submitted": lambda job, url, extras: ('<time title="', f'">'
+                                           f'{escape(_when(job.submitted_at, "%Y-%m-%d %H:%M %Z"))}</time>'),
+    "start": lambda job, url, extras: _time_cell(job.started_at),
+    "end": lambda job, url, extras: _time_cell(job.finished_at),
+    "elapsed": lambda job, url, extras: ("", ""),
+    "wait": lambda job, url, extras: ("", ""),
+    "exit_code": lambda job, url, extras: "—" if job.exit_code is None else str(job.exit_code),
+    "node": lambda job, url, extras: escape(", ".join(extras.nodes.get(job.pk, ()))) or "—",
+    "efficiency": lambda job, url, extras: _utilization(extras.utilization.get(job.pk)),
+}
+
+
+def _utilization(mean) -> str:
+    return "—" if mean is None else escape(gettext("%(pct)s %% mean") % {"pct": f"{mean:.0f}"})
+
+
+def _row(job, labels: list[str], columns: tuple[str, ...] = DEFAULT_COLUMNS, extras=NO_EXTRAS) -> tuple[str, ...]:
+    """One job's row, in parts: the markup, with the names of the cells that follow the clock (``_LIVE``, filled
+    in at each read) between them, at the odd places. Each cell carries its column's heading (``data-label``): on
+    a phone the rows are drawn as cards, each cell under its heading, so that status, reason and likely start need
+    no sideways scroll."""
     url = escape(reverse("scheduling:job-detail", args=[job.pk]))
-    n, name, where, task, gpus, status, position, reason, submitted = labels
-    return (f'<tr data-job-id="{job.pk}"><td class="id" data-label="{n}"><a href="{url}">{job.pk}</a></td>'
-            f'<td class="name" data-label="{name}"><a href="{url}">{escape(job.name)}</a>'
-            f'<div class="muted">{escape(job.owner.username)}</div></td>'
-            f'<td class="where" data-label="{where}">{escape(job.tenant.name)} / {escape(job.project.name)}</td>'
-            f'<td class="task" data-label="{task}">{escape(job.task_type.code)}</td>'
-            f'<td class="gpus" data-label="{gpus}">{job.node_count} × {job.gpus_per_node} {escape(job.gpu_model)}'
-            f'</td><td class="state" data-label="{status}">{job_status(job)}</td>'
-            f'<td class="position" data-label="{position}">{_position(job)}</td>'
-            f'<td class="reason" data-label="{reason}">{_reason(job)}</td>'
-            f'<td class="submitted" data-label="{submitted}"><time title="', f'">'
-            f'{escape(_when(job.submitted_at, "%Y-%m-%d %H:%M %Z"))}</time></td></tr>')
+    parts: list[str] = []
+    current = f'<tr data-job-id="{job.pk}"><td class="id" data-label="{labels[0]}"><a href="{url}">{job.pk}</a></td>'
+    for key, label in zip(columns, labels[1:], strict=True):
+        opening = f'<td class="{COLUMNS[key].css}" data-label="{label}">'
+        cell = _CELLS[key](job, url, extras)
+        if isinstance(cell, tuple):
+            parts += [current + opening + cell[0], key]
+            current = cell[1] + "</td>"
+        else:
+            current += f"{opening}{cell}</td>"
+    return (*parts, current + "</tr>")
 
 
 @register.simple_tag
-def job_table(jobs, empty_text: str):
-    """A table of ``jobs`` (a queryset; one row each, linking to the job), or ``empty_text`` in its one row.
-    Times carry the year and the reader's time zone."""
-    headings = ["#", *(gettext(heading) for heading in _HEADINGS)]
-    head = format_html_join("", "<th>{}</th>", ((heading,) for heading in headings))
+def job_table(jobs, empty_text: str, columns: tuple[str, ...] = DEFAULT_COLUMNS):
+    """A table of ``jobs`` (a queryset, in its order; one row each, linking to the job) showing ``columns``
+    (``scheduling.jobs.columns``: the job list's choice; the dashboard's are the default), or ``empty_text`` in
+    its one row. Times carry the year and the reader's time zone."""
+    headings = ["#", *(gettext(COLUMNS[key].heading) for key in columns)]
+    head = format_html_join("", '<th scope="col">{}</th>', ((heading,) for heading in headings))
     labels = [escape(heading) for heading in headings]
-    rows = mark_safe(_rows(jobs, labels))  # noqa: S308 — every value is escaped in _row
+    rows = mark_safe(_rows(jobs, labels, tuple(columns)))  # noqa: S308 — every value is escaped in _row
     if not rows:
-        rows = format_html('<tr><td colspan="9" class="empty">{}</td></tr>', empty_text)
+        rows = format_html('<tr><td colspan="{}" class="empty">{}</td></tr>', len(headings), empty_text)
     return format_html('<div class="table-wrap"><table class="jobs">\n  <thead><tr>{}</tr></thead>\n  <tbody>\n{}\n'
                        '  </tbody>\n</table></div>', head, rows)  # the wrapper scrolls it sideways on a phone
 
@@ -168,11 +225,18 @@ def job_filters(form):
         .hexdigest()[:40]
     drawn = cache.get(key)
     if drawn is None:
-        drawn = "".join(format_html('\n    <div class="filter">{} {}{}</div>\n  ', field.label_tag(), field,
-                                    format_html_join("", '<span class="error">{}</span>', ((e,) for e in field.errors)))
-                        for field in form)
+        drawn = "".join(_filter_field(field) for field in form)
         cache.set(key, drawn, FILTERS_SECONDS)
     return mark_safe(drawn)  # noqa: S308 — drawn by format_html
+
+
+def _filter_field(field) -> str:
+    """One filter: its label and control; a group of checkboxes (the columns) in a fieldset under its legend."""
+    errors = format_html_join("", '<span class="error">{}</span>', ((e,) for e in field.errors))
+    if field.use_fieldset:
+        return format_html('\n    <fieldset class="filter filter-{}"><legend>{}</legend>{}{}</fieldset>\n  ',
+                           field.name, field.label, field, errors)
+    return format_html('\n    <div class="filter">{} {}{}</div>\n  ', field.label_tag(), field, errors)
 
 
 @register.filter

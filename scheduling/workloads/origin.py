@@ -8,7 +8,8 @@ portal's origin only sends the browser there.
 
 - Host: a request belongs to the workload origin when its Host is the setting's (port included). A first label
   ``*`` in the setting (``https://*.apps.example.org``) gives each workload a host of its own (``nb-12.…``,
-  ``svc-3.…``), so that one workload's page cannot reach another one's either. There only
+  ``svc-3.…``, a job's named port ``pt-12-tensorboard.…``), so that one workload's page cannot reach another
+  one's either. There only
   ``scheduling.workloads.urls`` answers (the portal's pages are not found), and the portal's session and CSRF
   cookies are dropped from the request before anything reads them, and from the response.
 - Ticket: the portal's entry point (signed in, ``may_open``/``may_call`` checked) stores a random ticket for
@@ -35,25 +36,29 @@ from django.utils import timezone
 
 from gpuportal.web.paths import portal_path
 
-NOTEBOOK, SERVICE = "notebook", "service"
+NOTEBOOK, SERVICE, PORT = "notebook", "service", "port"
 COOKIE_NAME = "gpuportal_workload"
 TICKET_PARAMETER = "ticket"
 _TICKET_PURPOSE = "gpuportal.workload-ticket"
 _COOKIE_SALT = "gpuportal.workload-cookie"
-_LABEL = re.compile(r"(nb|svc)-([0-9]+)")
+_LABEL = re.compile(r"(nb|svc)-([0-9]+)|pt-([0-9]+)-([a-z0-9-]{1,15})")
 _TICKET = re.compile(r"[a-z0-9]{32,40}")
 
 
 @dataclass(frozen=True)
 class Workload:
-    """A notebook (by its job's id) or a service (by its group's id), as the workload origin addresses it."""
+    """A notebook (by its job's id), a service (by its group's id) or a job's named port (by the job's id and the
+    port's name), as the workload origin addresses it."""
 
     kind: str
     pk: int
+    port: str = ""
 
     @property
     def path(self) -> str:
         """Where it is served, on the workload origin as on the portal's (old links keep working)."""
+        if self.kind == PORT:
+            return portal_path("scheduling:port-open-root", self.pk, self.port)
         name = "scheduling:notebook-open-root" if self.kind == NOTEBOOK else "scheduling:service-endpoint-root"
         return portal_path(name, self.pk)
 
@@ -61,11 +66,14 @@ class Workload:
     def cookie_path(self) -> str:
         """The sign-in cookie's path: the workload's own (a Kubernetes ingress serves a service at
         ``/services/<id>/``, the portal at ``/services/<id>/endpoint/``: the cookie covers both)."""
-        return self.path if self.kind == NOTEBOOK else portal_path("scheduling:service-detail", self.pk)
+        return portal_path("scheduling:service-detail", self.pk) if self.kind == SERVICE else self.path
 
     @property
     def label(self) -> str:
-        """Its host's first label when each workload has a host of its own."""
+        """Its host's first label when each workload has a host of its own (each port of a job a host of its own
+        too: TensorBoard's page cannot reach the job's other web UI)."""
+        if self.kind == PORT:
+            return f"pt-{self.pk}-{self.port}"
         return f"{'nb' if self.kind == NOTEBOOK else 'svc'}-{self.pk}"
 
 
@@ -84,8 +92,8 @@ def _normal_host(host: str, scheme: str) -> str:
 
 
 def host_label(request) -> str | None:
-    """None when the request is not the workload origin's; "" on a shared workload origin; ``nb-12`` or
-    ``svc-3`` on a workload's own host."""
+    """None when the request is not the workload origin's; "" on a shared workload origin; ``nb-12``,
+    ``svc-3`` or ``pt-12-tensorboard`` on a workload's own host."""
     origin = origin_setting()
     if not origin:
         return None
@@ -131,7 +139,7 @@ def issue_ticket(user, workload: Workload) -> str:
     """A single-use ticket for ``user`` to sign in to ``workload`` on the workload origin."""
     store = DatabaseSessionStore()
     store.update({"purpose": _TICKET_PURPOSE, "user": user.pk, "kind": workload.kind, "pk": workload.pk,
-                  "password": _password_digest(user)})
+                  "port": workload.port, "password": _password_digest(user)})
     store.set_expiry(max(1, int(settings.WORKLOADS["TICKET_SECONDS"])))
     store.create()
     return store.session_key
@@ -151,7 +159,7 @@ def redeem_ticket(ticket: str, workload: Workload):
     deleted, _rows = Session.objects.filter(session_key=ticket).delete()
     if not deleted:
         return None  # another request spent it first
-    if (data.get("kind"), data.get("pk")) != (workload.kind, workload.pk):
+    if (data.get("kind"), data.get("pk"), data.get("port", "")) != (workload.kind, workload.pk, workload.port):
         return None
     user = get_user_model().objects.filter(pk=data.get("user"), is_active=True).first()
     if user is None or _password_digest(user) != data.get("password"):

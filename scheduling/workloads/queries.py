@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
 from scheduling.executors import LiveState, executor_for
-from scheduling.models import TERMINAL_STATUSES, Job, JobGroup, JobStatus, WorkloadKind, label_of
+from scheduling.models import TERMINAL_STATUSES, Job, JobGroup, JobStatus, NamedPort, WorkloadKind, label_of
 from scheduling.workloads import origin as workload_origin
 from tenants import access
 
@@ -59,6 +59,37 @@ def job_url(job: Job) -> str | None:
     if job.kind == WorkloadKind.SERVICE and job.group_id:
         return service_url(job.group_id)
     return None
+
+
+def port_links(job: Job) -> list[tuple[NamedPort, str | None]]:
+    """Each named port of ``job`` with where it opens while the job runs (the portal's address, which signs the
+    reader in to the workload origin); None while it does not run."""
+    running = job.status == JobStatus.RUNNING
+    return [(port, reverse("scheduling:port-open-root", args=[job.pk, port["name"]], urlconf=settings.ROOT_URLCONF)
+             if running else None) for port in job.ports or []]
+
+
+def named_port(job: Job, name: str) -> NamedPort | None:
+    return next((port for port in job.ports or [] if port["name"] == name), None)
+
+
+def port_refusal(job: Job, port: NamedPort) -> str:
+    """Why the proxy must not reach ``port`` of the running ``job`` now (the executor says; "" when it may)."""
+    if job.status != JobStatus.RUNNING or job.cluster_id is None:
+        return ""
+    return executor_for(job.cluster).port_refusal(job, port)
+
+
+def port_upstream(job: Job, port: NamedPort) -> str:
+    """Where the proxy reaches a running job's named port now ("" when nothing can be reached: not running, a
+    cluster that cannot be asked)."""
+    if job.status != JobStatus.RUNNING or job.cluster_id is None:
+        return ""
+    try:
+        return executor_for(job.cluster).port_upstream(job, port)
+    except Exception:  # an unreachable cluster: the proxy answers 503, never a traceback
+        logger.exception("finding port %s of job %s failed", port["name"], job.pk)
+        return ""
 
 
 @dataclass

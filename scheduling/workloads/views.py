@@ -8,6 +8,9 @@ with anything the workload produced. On the workload origin (``scheduling.worklo
   cookie; the portal adds the server's secret token, which no browser ever sees.
 - ``/services/<id>/endpoint/…`` is the service, for those who may call it (``may_call``: not read-only roles),
   with an API token (programs) or the workload cookie (a browser), spread over its ready replicas.
+- ``/jobs/<id>/ports/<name>/…`` is a named port of a running job (TensorBoard, a web UI), for whoever may open
+  the job's notebook (``may_open``), with the workload cookie or an API token; the program sees ``/…`` (the
+  prefix is taken off, as for a service).
 
 The workload's own answer goes back with its own Content-Security-Policy (``sandbox`` included); a redirect it
 answers may only lead within its own address. Neither the portal's cookies nor the caller's credentials are
@@ -32,7 +35,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.utils.encoding import escape_uri_path
@@ -46,8 +49,9 @@ from accounts.authentication import ApiTokenAuthentication
 from scheduling.jobs.tokens import notebook_token
 from scheduling.models import Job, JobGroup, JobStatus, WorkloadKind
 from scheduling.workloads import origin as workload_origin
+from scheduling.workloads import queries as workload_queries
 from scheduling.workloads import services as workloads
-from scheduling.workloads.origin import NOTEBOOK, SERVICE, TICKET_PARAMETER, Workload
+from scheduling.workloads.origin import NOTEBOOK, PORT, SERVICE, TICKET_PARAMETER, Workload
 from scheduling.workloads.queries import group_view, live_state, may_call, may_open, service_url, visible_group
 from tenants import access
 
@@ -192,6 +196,23 @@ def notebook_open(request, pk, path=""):
     return _with_ticket(request, Workload(NOTEBOOK, job.pk), path)
 
 
+@login_required
+@require_safe
+def port_open(request, pk, name, path=""):
+    """A named port's portal address: checks the reader and sends them to the workload origin with a ticket."""
+    job = get_object_or_404(Job.objects.visible_to(request.user).select_related("cluster"), pk=pk)
+    port = workload_queries.named_port(job, name)
+    if port is None:
+        raise Http404(_("Job %(id)d declared no port named %(name)s.") % {"id": job.pk, "name": name})
+    if not may_open(request.user, job):
+        raise PermissionDenied(_("Only the job's owner and the tenant's admins may open its ports."))
+    if job.status != JobStatus.RUNNING:
+        return render(request, "scheduling/notebook_closed.html", {"job": job, "port": port}, status=409)
+    if not workload_origin.configured():
+        return _not_configured()
+    return _with_ticket(request, Workload(PORT, job.pk, port["name"]), path)
+
+
 @require_safe
 def service_endpoint(request, pk, path=""):
     """The service's portal address: a signed-in browser goes on to the workload origin with a ticket; a program
@@ -243,9 +264,25 @@ def _callable_service(user, pk) -> tuple[JobGroup | None, JsonResponse | None]:
     return group, None
 
 
+def _running_port(user, pk, name) -> tuple[Job | None, dict | None, JsonResponse | None]:
+    job = Job.objects.visible_to(user).select_related("cluster").filter(pk=pk).first()
+    port = workload_queries.named_port(job, name) if job is not None else None
+    if port is None:
+        return None, None, JsonResponse({"message": _("No such port.")}, status=404)
+    if not may_open(user, job):
+        return None, None, JsonResponse({"message": _("Only the job's owner and the tenant's admins may open its "
+                                                      "ports.")}, status=403)
+    if job.status != JobStatus.RUNNING:
+        return None, None, JsonResponse({"message": _("This job is not running, so its ports are closed.")},
+                                        status=409)
+    return job, port, None
+
+
 def _check(workload: Workload, user) -> JsonResponse | None:
     if workload.kind == NOTEBOOK:
         return _running_notebook(user, workload.pk)[1]
+    if workload.kind == PORT:
+        return _running_port(user, workload.pk, workload.port)[2]
     return _callable_service(user, workload.pk)[1]
 
 
@@ -318,18 +355,27 @@ def workload_notebook(request, pk, path=""):
                    upstream_prefix=workload.path, public_prefix=workload.path)
 
 
-@csrf_exempt  # programs call with an API token; a browser's cookie is SameSite=Strict and its Origin is checked
-def workload_service(request, pk, path=""):
-    workload = Workload(SERVICE, pk)
+def _caller(request, workload: Workload, path: str):
+    """Who calls a service or a port, by API token or the workload origin's cookie, as (user, None); or (None, the
+    answer instead): a sign-in redirect's arrival, a sign-in first, a browser's write from another origin."""
     if (arrival := _arrival(request, workload)) is not None:
-        return arrival
+        return None, arrival
     by_token = "Authorization" in request.headers
     user = _token_user(request) if by_token else workload_origin.cookie_user(request, workload)
     if user is None:
-        return _sign_in_first(request, workload, path)
+        return None, _sign_in_first(request, workload, path)
     if (not by_token and request.method not in SAFE_METHODS
             and not workload_origin.same_origin_or_unsaid(request, workload)):
-        return _cross_origin()
+        return None, _cross_origin()
+    return user, None
+
+
+@csrf_exempt  # programs call with an API token; a browser's cookie is SameSite=Strict and its Origin is checked
+def workload_service(request, pk, path=""):
+    workload = Workload(SERVICE, pk)
+    user, answer = _caller(request, workload, path)
+    if answer is not None:
+        return answer
     group, refusal = _callable_service(user, pk)
     if refusal is not None:
         return refusal
@@ -339,6 +385,24 @@ def workload_service(request, pk, path=""):
     chosen = ready[next(_round_robin) % len(ready)]
     return forward(request, chosen.live.upstream, "/" + escape_uri_path(path), upstream_prefix="/",
                    public_prefix=workload.path)
+
+
+@csrf_exempt  # as a service: an API token, or the SameSite=Strict cookie with the Origin checked
+def workload_port(request, pk, name, path=""):
+    workload = Workload(PORT, pk, name)
+    user, answer = _caller(request, workload, path)
+    if answer is not None:
+        return answer
+    job, port, refusal = _running_port(user, pk, name)
+    if refusal is not None:
+        return refusal
+    if refused := workload_queries.port_refusal(job, port):
+        return JsonResponse({"message": refused}, status=403)
+    upstream = workload_queries.port_upstream(job, port)
+    if not upstream:
+        return JsonResponse({"message": _("Nothing answers on port %(port)d of job %(id)d yet.") % {
+            "port": port["port"], "id": job.pk}}, status=503)
+    return forward(request, upstream, "/" + escape_uri_path(path), upstream_prefix="/", public_prefix=workload.path)
 
 
 def workload_not_found(request, exception=None):

@@ -42,6 +42,12 @@ def test_bench_rollup():
     assert 0 < figures["samples"] <= 3000 and figures["daily_rows"] > 0 and figures["report_page_ms"] > 0
 
 
+def test_bench_efficiency():
+    figures = run("bench_efficiency", "--gpus", "8", "--days", "0.25", "--interval", "60")
+    assert figures["readings"] == 8 * 6 * 60 and figures["page_seconds"] > 0 and figures["same_figures"]
+    assert figures["most_gpus_working"] == 2 and figures["points_per_gpu"] <= 360
+
+
 def test_bench_submit():
     figures = run("bench_submit", "--array", "60", "--batch", "50", "--singles", "3", "--nodes", "2")
     assert figures["array_stored"] == 60 and figures["batch_stored"] == 50
@@ -72,10 +78,29 @@ def test_bench_portal():
     call_command("bench_portal", "--clients", "2", "--seconds", "2.2", "--jobs", "20", "--web-workers", "1",
                  "--churn", "--churn-rate", "5", stdout=out)
     figures = json.loads(out.getvalue())
-    names = ["dashboard", "job_list", "job_page", "api_job_list", "api_submit"]
+    names = ["dashboard", "job_list", "job_list_shaped", "job_list_live", "job_page", "api_job_list", "api_submit"]
     assert [page["name"] for page in figures["at_rest"]] == [page["name"] for page in figures["pages"]] == names
     assert figures["floor"]["name"] == "login_form" and not figures["skipped"]
     for page in [figures["floor"], *figures["at_rest"], *figures["pages"]]:
         assert page["errors"] == 0 and page["rps"] > 0 and page["p50_ms"] <= page["p95_ms"] <= page["max_ms"]
         assert page["web_cpu_ms"] >= 0  # CPU is counted in clock ticks: a short page may show none
     assert figures["churn"]["submitted"] > 0 and figures["churn"]["refused"] == 0
+
+
+def test_bench_what_if(tmp_path):
+    """A demo month (two days of history seeded: the last closed month may hold no job) and a tiny trace "month"."""
+    nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"node-{i},64000,262144,8,V100\n" for i in range(4)))
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+                    "scheduled_time\n" + "".join(
+                        f"pod-{i},4000,8192,{1 + i % 8},1000,,LS,Succeeded,{i * 600},{i * 600 + 36000},{i * 600}\n"
+                        for i in range(40)))
+    figures = run("bench_what_if", "--demo", "--history-days", "2", "--openb", "--nodes", str(nodes), "--pods",
+                  str(pods), "--gpus", "32", "--days", "1", "--add", "8")
+    trace = figures["openb"]
+    assert trace["jobs"] == 40 and trace["gpus"] == 32 and trace["added"] == {"V100": 8}
+    assert trace["seconds"] > 0 and trace["passes"] > 0
+    # 40 jobs of 1-8 GPUs for ten hours each, arriving over a day on 32 GPUs: some wait, and 8 more GPUs help
+    assert trace["changed_p95_wait_seconds"] <= trace["baseline_p95_wait_seconds"]
+    assert figures["demo"]["seconds"] > 0 and "month" in figures["demo"]

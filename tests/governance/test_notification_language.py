@@ -8,7 +8,7 @@ from django.utils.translation import gettext as _
 
 from accounts.models import Preference
 from governance import services
-from governance.models import Notification, PriorityRequest
+from governance.models import Notification, NotificationPreference, PriorityRequest
 from scheduling.jobs import submission
 from tests.conftest import job_payload
 
@@ -22,6 +22,7 @@ def test_each_recipient_reads_the_notification_in_their_language(users, settings
     users["alice"].email = "alice@example.org"
     users["alice"].save()
     Preference.objects.create(user=users["alice"], language="zh-hans")
+    NotificationPreference.objects.create(user=users["alice"], kind="request_decided", in_app=True, email=True)
     job = submission.submit_job(users["alice"], job_payload(gpus_per_node=2, name="long-run"))
     request = services.submit_request(users["alice"], {"kind": "runtime_extension", "job": str(job.pk),
                                                        "max_runtime_minutes": "900",

@@ -91,6 +91,7 @@ def test_policy_per_tenant_overrides_the_defaults(users):
 
 def test_job_notifications_follow_preferences(users, mailoutbox):
     alice = users["alice"]
+    NotificationPreference.objects.create(user=alice, kind="job_started", in_app=True, email=True)  # mail: opt-in
     job = submission.submit_job(alice, job_payload(gpus_per_node=1, command=long_run(99999)))
     job = Job.objects.get(pk=job.pk)
     lifecycle.transition(job, JobStatus.RUNNING, "Containers started.")

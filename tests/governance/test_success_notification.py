@@ -24,7 +24,8 @@ def finish(user, name):
 def test_success_is_announced_only_to_owners_who_asked(users, mailoutbox):
     alice = users["alice"]
     assert preferences(alice)["job_succeeded"] == (False, False)
-    assert preferences(alice)["job_failed"] == (True, True)  # the other kinds stay on until turned off
+    assert preferences(alice)["job_failed"] == (True, False)  # in the portal until turned off; mail once chosen
+    assert preferences(alice)["request_submitted"] == (True, True)  # an approver's duty is mailed until turned off
     quiet = finish(alice, "quiet")
     assert not Notification.objects.filter(kind="job_succeeded").exists()
     assert not any(f"#{quiet.pk}" in m.subject and "succeeded" in m.subject for m in mailoutbox)

@@ -66,10 +66,15 @@ GLOSSARY_EXCEPTIONS = {
         "the verb: a job reports (上报) a checkpoint",
     ("image", "Screenshot: only a PNG or JPEG image (at most %(max)d MB); this file is neither."):
         "a picture file (图片), not a container image",
+    ("report", "No readings yet: they appear once the node agents report on its GPUs."):
+        "the verb: agents report (上报) readings",
     # the command-line client's catalogue
     ("request", "The portal refused the request (HTTP %(status)s):"): "an HTTP request: 请求",
     ("request", "The portal refused the request (HTTP %(status)s): %(detail)s"): "an HTTP request: 请求",
     ("limit", "%(shown)s of %(count)s jobs; --limit N to see more."): "the option --limit, not a quota limit",
+    ("node", "order by a column of the job page (name, status, submitted, start, end, elapsed, wait, exit_code, "
+             "gpus, model, node, efficiency, …); --sort=-column for descending; newest first when left out"):
+        "a column's key, typed as it is",
 }
 
 PY_DIRECTIVE = re.compile(r"%(?:\([^)]*\))?[#0 +\-]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa%]")

@@ -37,8 +37,11 @@ from governance.models import PriorityRequest
 from gpuportal.text.phrases import Phrase
 from metering.acceptance import checklist as acceptance
 from metering.improvements import services as improvements
+from metering.models import WhatIfRun
 from metering.reports import monthly as reports
 from metering.usage.rollup import rollup
+from metering.whatif import services as whatif_services
+from metering.whatif.change import Change
 from scheduling import lifecycle
 from scheduling.executors.kubernetes.diagnosis import PodState, diagnose
 from scheduling.jobs import submission
@@ -62,7 +65,7 @@ LATIN_WORDS = {
     "usd", "eur", "cny", "ldap", "tls", "oidc", "pkce", "jupyter", "pytorch", "deepspeed", "vllm", "torchrun",
     "ddp", "zero", "python", "openai", "nvidia", "amd", "nvlink", "pcie", "hccs", "xgmi", "mlu", "dcu", "npu",
     "xlsx", "png", "jpeg", "pip", "rank", "slurm", "gres", "jwt", "sbatch", "slurmdb", "slurmrestd", "apptainer",
-    "pyxis", "enroot",
+    "pyxis", "enroot", "tensorboard", "afterok", "afterany", "afternotok", "aftercorr",
 }
 
 #: A one-pixel PNG: the screenshot of the pilot's note.
@@ -106,6 +109,8 @@ NOT_PAGES = {
     "scheduling:notebook-auth": "an ingress's access check: an empty answer",
     "scheduling:service-endpoint": "the service's own answers, passed through",
     "scheduling:service-endpoint-root": "the service's own answers, passed through",
+    "scheduling:port-open": "a job's named port: the program's own pages, passed through",
+    "scheduling:port-open-root": "a job's named port: the program's own pages, passed through",
     "scheduling:service-auth": "an ingress's access check: an empty answer",
     "scheduling:service-action": "POST only", "scheduling:array-cancel": "POST only",
     "scheduling:template-archive": "POST only",
@@ -235,8 +240,10 @@ def _build(users, on_commit) -> dict:
         gpu_model="A100", target=3600.0, recommendation="高峰期错峰提交", notes="每周复查一次。")
     acceptance.add_note(admin, "multi_card", text="8 卡 NCCL 测试通过。", configuration="NCCL_DEBUG=INFO\nnodes: 1",
                         screenshot=PNG_PIXEL, screenshot_name="nccl.png", screenshot_type="image/png")
+    what_if = WhatIfRun.objects.create(month=month, change=Change(add={"H100": 8}).as_data(), created_by=admin)
+    whatif_services.execute(what_if.pk)  # last month with 8 more H100: its figures beside the replay's error
     return {"jobs": jobs, "requests": requests, "month": month, "groups": groups,
-            "template": JobTemplate.objects.order_by("pk").first(), "action": action}
+            "template": JobTemplate.objects.order_by("pk").first(), "action": action, "what_if": what_if}
 
 
 def _pages(world: dict) -> dict[str, list[str]]:
@@ -270,6 +277,9 @@ def _pages(world: dict) -> dict[str, list[str]]:
         "metering:action-create": ["/reports/actions/new/",
                                    f"/reports/actions/new/?month={month}&gpu_model=A100&recommendation=add"],
         "metering:action-edit": [f"/reports/actions/{world['action'].pk}/"] if world.get("action") else [],
+        "scheduling:job-list-rows": ["/jobs/rows/"],
+        "metering:what-if": ["/reports/what-if/"],
+        "metering:what-if-detail": [f"/reports/what-if/{world['what_if'].pk}/"] if world.get("what_if") else [],
     }
 
 

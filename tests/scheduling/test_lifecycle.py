@@ -41,6 +41,7 @@ def _status_writes(path: pathlib.Path):
 OTHER_STATUSES = {
     "metering/improvements/services.py": "an improvement action's state (ImprovementStatus), written by its service",
     "metering/improvements/views.py": "the actions list's status filter, checked against ImprovementStatus",
+    "metering/whatif/services.py": "a what-if run's state (WhatIfRun.Status), written by its service",
 }
 
 

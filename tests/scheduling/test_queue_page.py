@@ -9,10 +9,11 @@ from django.utils import timezone
 
 from scheduling import lifecycle
 from scheduling.engine.reasons import WaitReason
-from scheduling.jobs import queries, submission
-from scheduling.models import Job, JobQueueState, JobStatus, TaskType
+from scheduling.jobs import submission
+from scheduling.models import Job, JobStatus, TaskType
 from tenants.models import Project
 from tests.conftest import job_payload, long_run
+from tests.factories import make_queue_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,9 +29,8 @@ def waiting(tenant: str, project: str, owner, name: str, model: str, position: i
                                        task_type=TaskType.objects.get(code="research"), gpu_model=model,
                                        gpus_per_node=8, image="img", max_runtime_minutes=60, priority=50,
                                        submitted_at=timezone.now())], JobStatus.QUEUED, "test fixture")
-    JobQueueState.objects.create(job=job, wait_reason=reason, wait_reason_params=params or PRIORITY_PARAMS,
-                                 queue_position=position, tenant_queue_position=1, estimated_start=start,
-                                 earliest_start=start, latest_start=start and start + timedelta(hours=2))
+    make_queue_state(job, reason, params or PRIORITY_PARAMS, position, estimated_start=start, earliest_start=start,
+                     latest_start=start and start + timedelta(hours=2))
     return job
 
 
@@ -69,7 +69,7 @@ def test_positions_count_per_gpu_model_and_the_filter_keeps_them(client, users, 
     assert [(r["job"], r["gpu_model"], r["position"], r["model_position"]) for r in rows] == [
         (jobs[0].pk, "H100", 1, 1), (jobs[1].pk, "A100", 2, 1), (jobs[2].pk, "H100", 3, 2),
         (jobs[3].pk, "A100", 4, 2)]
-    assert queries.model_positions([jobs[2].pk, jobs[3].pk]) == {jobs[2].pk: 2, jobs[3].pk: 2}  # whole partitions
+    assert [Job.objects.get(pk=job.pk).model_queue_position for job in jobs[2:]] == [2, 2]
     a100 = api("alice").get("/api/queue/?gpu_model=A100").json()["results"]
     assert [(r["job"], r["model_position"]) for r in a100] == [(jobs[1].pk, 1), (jobs[3].pk, 2)]
 

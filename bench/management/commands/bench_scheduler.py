@@ -5,7 +5,8 @@ the same world in the database and runs passes on it: the first one cold (the sc
 in full, every waiting job's queue state written for the first time), then ``--runs`` passes in a moving world
 (between two passes some running jobs end, some jobs arrive and a few are cancelled), each reading only what
 changed. Prints one JSON line (``db_pass_seconds``: the median of the moving passes; ``db_pass_cold_seconds``:
-the first; ``db_states_written``: the queue states each moving pass wrote; the process's peak memory) and
+the first; ``db_states_written``: the reasons each moving pass wrote; ``db_table_written``: whether it wrote the
+queue table of places and estimates; the process's peak memory) and
 leaves nothing behind: the whole run is one transaction that is rolled back. ``--large`` is the 10,000-node size.
 Use a database of its own (``make bench-scheduler``): a pass schedules every cluster in the database.
 """
@@ -146,7 +147,8 @@ class Command(BaseCommand):
                 "db_pass_load_seconds": median([r.load_seconds for r in reports]),
                 "db_pass_apply_seconds": median([r.apply_seconds for r in reports]),
                 "db_rows_read_again": read,  # per moving pass: the job rows the kept view read again
-                "db_states_written": [r.states_written for r in reports],  # per moving pass: queue states written
+                "db_states_written": [r.states_written for r in reports],  # per moving pass: reasons written
+                "db_table_written": [r.table_written for r in reports],  # per moving pass: the queue table written
                 "db_admitted": len(report.admitted), "db_preempted": len(report.preempted),
                 "db_waiting": len(report.waiting)}
 

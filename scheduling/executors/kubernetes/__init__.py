@@ -75,7 +75,7 @@ def spec_for(job, nodes=None) -> manifests.JobSpec:
         node_count=job.node_count, nodes=tuple(nodes), max_runtime_minutes=job.max_runtime_minutes,
         gpu_milli=job.gpu_milli, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib,
         resume_from=(job.executor_state or {}).get("resume_from", ""), kind=kind, vendor=vendor, gpu_model=model,
-        **grouped)
+        ports=tuple((port["name"], port["port"]) for port in job.ports or ()), **grouped)
 
 
 def tenant_device_limits(tenant, accelerator_resources: dict | None = None, now=None) -> dict[str, int]:
@@ -313,6 +313,14 @@ class KubernetesExecutor(Executor):
         ready = any(s.ready for s in states)
         problem, evidence = ("", {}) if ready else live_problem(states, health=self._health(job, kind))
         return LiveState(upstream=upstream, ready=ready, restarts=restarts, problem=problem, evidence=evidence)
+
+    def port_upstream(self, job, port) -> str:
+        """The job's Service (on a job that spans nodes, its first rank under the headless Service)."""
+        state = job.executor_state or {}
+        namespace, name = state.get("namespace"), state.get("object")
+        if not namespace or not name:
+            return ""
+        return manifests.port_url(name, namespace, port["port"], len(state.get("nodes") or ()) or job.node_count)
 
     @staticmethod
     def _health(job, kind: str) -> str:

@@ -7,6 +7,9 @@ again finds its objects (409) instead of making copies.
 The kinds of work (``JobSpec.kind``) take these shapes, each pinned to the node the scheduler chose:
 
 * batch: a token Secret, a headless Service when it spans nodes, a ``batch/v1`` Job;
+* named ports (``tensorboard:6006``) of a batch job, an array task or a notebook: container ports of the main
+  container and ports of the job's Service (the notebook's, the headless one of a job that spans nodes, whose
+  first rank serves them, or a ClusterIP Service of its own), which the portal's proxy reaches;
 * array task: the same, with its index in the environment (``GPUPORTAL_ARRAY_INDEX``, ``SLURM_ARRAY_TASK_ID``);
 * notebook: the batch Job running Jupyter behind ``/jobs/<id>/open/``, its secret token in the attempt's Secret,
   a ClusterIP Service on port 8888 and, when the cluster has an ingress host, an Ingress whose nginx asks the
@@ -24,6 +27,8 @@ from fleet import vendors
 from fleet.vendors import DEFAULT_VENDOR, Vendor
 from gpuportal.text.names import dns_label
 from gpuportal.web.paths import portal_path
+from scheduling.executors.base import port_environment
+from scheduling.models import NamedPort
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuportal"}
 JOB_LABEL = "gpuportal.io/job"
@@ -80,6 +85,7 @@ class JobSpec:
     health_path: str = DEFAULT_HEALTH_PATH
     vendor: str = DEFAULT_VENDOR  # fleet.vendors name of the model the job landed on
     gpu_model: str = ""  # that model (an Ascend 310P asks for another resource than a 910)
+    ports: tuple[tuple[str, int], ...] = ()  # named ports: (name, port)
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,21 @@ def notebook_path(job_id: int) -> str:
 def cluster_url(name: str, namespace_: str, port: int) -> str:
     """How pods (and a portal inside the cluster) reach a Service."""
     return f"http://{name}.{namespace_}.svc.cluster.local:{port}"
+
+
+def port_url(name: str, namespace_: str, port: int, node_count: int) -> str:
+    """How the portal reaches a job's named port: its Service, or on a job that spans nodes its first rank's
+    address under the headless Service."""
+    host = f"{name}-0.{name}" if node_count > 1 else name
+    return cluster_url(host, namespace_, port)
+
+
+def _container_ports(spec: JobSpec) -> list[dict]:
+    return [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in spec.ports]
+
+
+def _service_ports(spec: JobSpec) -> list[dict]:
+    return [{"name": name, "port": port, "targetPort": port, "protocol": "TCP"} for name, port in spec.ports]
 
 
 def labels(spec: JobSpec) -> dict:
@@ -209,7 +230,17 @@ def headless_service(prefix: str, spec: JobSpec) -> dict:
                          "labels": labels(spec)},
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
                      "selector": {JOB_LABEL: str(spec.id), ATTEMPT_LABEL: str(spec.attempt)},
-                     "ports": [{"name": "rendezvous", "port": MASTER_PORT, "protocol": "TCP"}]}}
+                     "ports": [{"name": "rendezvous", "port": MASTER_PORT, "protocol": "TCP"},
+                               *_service_ports(spec)]}}
+
+
+def ports_service(prefix: str, spec: JobSpec) -> dict:
+    """The named ports of a single-node batch job or array task (a notebook's are on its own Service)."""
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": object_name(spec), "namespace": namespace_name(prefix, spec.tenant),
+                         "labels": labels(spec)},
+            "spec": {"type": "ClusterIP", "selector": {JOB_LABEL: str(spec.id), ATTEMPT_LABEL: str(spec.attempt)},
+                     "ports": _service_ports(spec)}}
 
 
 def device_resource(vendor: str, model: str = "", overrides: dict | None = None) -> str:
@@ -322,6 +353,9 @@ def _env(spec: JobSpec, portal_url: str) -> list[dict]:
         # the collective library's first contact between ranks goes over the pod's own address
         env.append({"name": record.pod_ip_variable, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     env.extend(_kind_env(spec))
+    env.extend({"name": k, "value": v} for k, v in port_environment([NamedPort(name=name, port=port)
+                                                                      for name, port in spec.ports]).items()
+               if k not in spec.env)
     env.extend({"name": k, "value": str(v)} for k, v in sorted(spec.env.items()))
     return env
 
@@ -391,10 +425,13 @@ def job(prefix: str, spec: JobSpec, portal_url: str, *, share_resources: dict | 
     pod_spec, container = _pod_spec(spec, portal_url, share_resources, data_claim, "Never", accelerator_resources)
     if spec.kind == "notebook":
         container["command"] = notebook_command(spec)
-        container["ports"] = [{"name": "notebook", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
+        container["ports"] = [{"name": "notebook", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"},
+                              *_container_ports(spec)]
         # Jupyter's /api answers without the token: ready once the server serves its base URL
         container["readinessProbe"] = {"httpGet": {"path": f"{notebook_path(spec.id)}api", "port": "notebook"},
                                        "periodSeconds": 5, "failureThreshold": 3}
+    elif spec.ports:
+        container["ports"] = _container_ports(spec)
     job_spec = {"backoffLimit": 0, "ttlSecondsAfterFinished": 7 * 24 * 3600, "parallelism": spec.node_count,
                 "completions": spec.node_count,
                 "template": {"metadata": {"labels": job_labels}, "spec": pod_spec}}
@@ -441,7 +478,7 @@ def notebook_service(prefix: str, spec: JobSpec) -> dict:
                          "labels": labels(spec)},
             "spec": {"type": "ClusterIP", "selector": {JOB_LABEL: str(spec.id), ATTEMPT_LABEL: str(spec.attempt)},
                      "ports": [{"name": "notebook", "port": NOTEBOOK_PORT, "targetPort": NOTEBOOK_PORT,
-                                "protocol": "TCP"}]}}
+                                "protocol": "TCP"}, *_service_ports(spec)]}}
 
 
 def group_service(prefix: str, spec: JobSpec) -> dict:
@@ -528,6 +565,8 @@ def for_job(prefix: str, spec: JobSpec, portal_url: str, token: str, *, share_re
             objects.append(notebook_ingress(prefix, spec, ingress))
     elif spec.node_count > 1:
         objects.append(headless_service(prefix, spec))
+    elif spec.ports:
+        objects.append(ports_service(prefix, spec))
     objects.append(job(prefix, spec, portal_url, **options))
     return objects
 
@@ -542,6 +581,10 @@ def example_spec(kind: str = "single-node") -> JobSpec:
     if kind == "fractional":
         return JobSpec(**{**base, "task_type": "notebook", "command": ""}, gpus_per_node=1, node_count=1,
                        nodes=("gpu-05",), gpu_milli=250)
+    if kind == "named-ports":
+        return JobSpec(**{**base, "command": "tensorboard --logdir /data/runs --bind_all --port 6006 & torchrun "
+                                             "train.py"}, gpus_per_node=2, node_count=1, nodes=("gpu-01",),
+                       ports=(("tensorboard", 6006), ("ui", 8080)))
     if kind == "resumed":
         return JobSpec(**{**base, "attempt": 2}, gpus_per_node=4, node_count=1, nodes=("gpu-06",),
                        resume_from="/data/ckpt/step-12000.pt")
@@ -573,7 +616,9 @@ VENDOR_EXAMPLES = dict(sorted((v.example.name, (v.name, v.example.model, v.examp
 EXAMPLES = ("single-node", "multi-node", "fractional", "resumed")
 #: The shapes of the other kinds of work (notebook, service replica, array task).
 WORKLOAD_EXAMPLES = ("notebook", "inference-service", "array")
-ALL_EXAMPLES = EXAMPLES + WORKLOAD_EXAMPLES + tuple(VENDOR_EXAMPLES)
+#: A job with named ports (TensorBoard and a web UI), reached through its Service.
+PORT_EXAMPLES = ("named-ports",)
+ALL_EXAMPLES = EXAMPLES + WORKLOAD_EXAMPLES + PORT_EXAMPLES + tuple(VENDOR_EXAMPLES)
 #: The ingress the examples are published on when the settings name none.
 EXAMPLE_INGRESS = IngressConfig(host="gpus.example.org", portal_url="https://portal.example.org",
                                 class_name="nginx")

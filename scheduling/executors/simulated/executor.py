@@ -97,6 +97,40 @@ class SimulatedExecutor(Executor):
         return {"plan": serving_plan(job) if job.kind in LONG_RUNNING_KINDS else plan_for(job)}
 
     def observe(self, job, now) -> ExecutorUpdate | None:
+        return self._follow_ports(job, self._observe_attempt(job, now))
+
+    def _follow_ports(self, job, update: ExecutorUpdate | None) -> ExecutorUpdate | None:
+        """Keep the stand-in of a job's named ports up while the job runs, and stop it when the attempt ends.
+        Level-triggered, as a replica's restarts are: a job that runs without a live one (seeded running, its
+        stand-in died, the process that started it ended) gets one at the next sync, started under the job's row
+        lock (``_wanted_state``) so that two syncs start one between them."""
+        if not job.ports:
+            return update
+        running = update.status == JobStatus.RUNNING if update is not None else job.status == JobStatus.RUNNING
+        serving = (job.executor_state or {}).get("ports_serving") or {}
+        if not running:
+            if update is not None:
+                _stop_ports(job, serving)
+            return update
+        if simulated_serving.alive(serving):
+            return update
+        with transaction.atomic():
+            fresh = self._wanted_state(job, job.status)
+            if fresh is None:
+                return update
+            current = fresh.get("ports_serving") or {}
+            if not simulated_serving.alive(current):
+                simulated_serving.stop(current)
+                current = simulated_serving.start_ports(job)
+                fresh = {**fresh, "ports_serving": current}
+                type(job).objects.filter(pk=job.pk).update(executor_state=fresh)
+            job.executor_state = fresh
+        return replace(update, state={**(update.state or {}), "ports_serving": current}) if update else None
+
+    def port_upstream(self, job, port) -> str:
+        return simulated_serving.port_upstream((job.executor_state or {}).get("ports_serving") or {}, port["name"])
+
+    def _observe_attempt(self, job, now) -> ExecutorUpdate | None:
         plan = job.executor_state.get("plan")
         if not plan:
             return None
@@ -270,9 +304,11 @@ class SimulatedExecutor(Executor):
         return LogTail(run.attempt, merge_streams(simulated_log.pod_streams(run, tail), tail))
 
     def stop(self, job, reason: str = "") -> None:
-        """Batch jobs: nothing runs for real, the cancellation itself is the record. A notebook's or replica's
-        server is stopped, the one recorded on its row too (``_stop_servers``)."""
+        """A batch job's program does not run for real, the cancellation itself is the record. A notebook's or
+        replica's server is stopped, the one recorded on its row too (``_stop_servers``), and so is the stand-in of
+        a job's named ports."""
         _stop_servers(job, (job.executor_state or {}).get("serving") or {})
+        _stop_ports(job, (job.executor_state or {}).get("ports_serving") or {})
 
 
 def _server_of(serving: dict) -> tuple:
@@ -289,6 +325,18 @@ def _stop_servers(job, serving: dict) -> None:
         return
     stored = (type(job).objects.filter(pk=job.pk, retry_count=job.retry_count)
               .values_list("executor_state", flat=True).first() or {}).get("serving") or {}
+    if stored and _server_of(stored) != _server_of(serving):
+        simulated_serving.stop(stored)
+
+
+def _stop_ports(job, serving: dict) -> None:
+    """Stop the stand-in of a job's named ports, and the one its row records (``job`` may be a copy read before a
+    sync started it)."""
+    simulated_serving.stop(serving)
+    if not job.ports:
+        return
+    stored = (type(job).objects.filter(pk=job.pk).values_list("executor_state", flat=True).first() or {}).get(
+        "ports_serving") or {}
     if stored and _server_of(stored) != _server_of(serving):
         simulated_serving.stop(stored)
 

@@ -1,10 +1,12 @@
 """Notebooks and service replicas on the simulated cluster: real local HTTP servers (``standin``).
 
 Each running notebook or replica is one stand-in process, recorded in the job's executor state
-(``serving``: pid, port, its pid file, restarts). The pid file is the process's lease: removing it stops the
-process within a fraction of a second, so ``stop_all`` (tests, a demo reset) leaves nothing behind even when
-the process that started it is gone. A replica whose process died is restarted, as a Deployment restarts its
-container, and the restarts are counted; a notebook whose server died fails, as its pod would.
+(``serving``: pid, port, its pid file, restarts); so are the named ports of a running job of any kind
+(``ports_serving``: one process answering on a local port per named port, ``port`` mapping name to port). The
+pid file is the process's lease: removing it stops the process within a fraction of a second, so ``stop_all``
+(tests, a demo reset) leaves nothing behind even when the process that started it is gone. A replica whose
+process died is restarted, as a Deployment restarts its container, and the restarts are counted; a notebook whose
+server died fails, as its pod would.
 
 A stand-in also ends with the process that started it (a test run, a worker, the demo's scheduler loop): this
 module holds the write end of a pipe on each one's standard input, which the kernel closes when this process ends,
@@ -100,20 +102,35 @@ def base_url(job) -> str:
 
 def start(job, restarts: int = 0, ready_after: float = 0.0, crash_after: float = 0.0) -> dict:
     """Start the stand-in of ``job``'s current attempt; returns the ``serving`` state to keep."""
+    is_notebook = job.kind == WorkloadKind.NOTEBOOK
+    arguments = ["--mode", "notebook" if is_notebook else "service", "--image", job.image,
+                 "--revision", str(job.revision or 1), "--ready-after", str(ready_after), "--crash-after",
+                 str(crash_after)]
+    if is_notebook:
+        arguments += ["--token", notebook_token(job), "--base-url", base_url(job)]
+    return _launch(job, f"job-{job.pk}-a{job.retry_count}-r{restarts}", arguments, restarts,
+                   f"job-{job.pk}-a{job.retry_count}.log")  # one log per attempt, across restarts
+
+
+def start_ports(job) -> dict:
+    """Start the stand-in of ``job``'s named ports (one local listener per port, whatever the job's kind): the
+    ``ports_serving`` state to keep, whose ``port`` maps each name to where it listens."""
+    entries = ",".join(f"{p['name']}:{p['port']}" for p in job.ports or [])
+    stem = f"job-{job.pk}-a{job.retry_count}-ports-{int(time.time() * 1000)}"
+    return _launch(job, stem, ["--mode", "ports", "--ports", entries, "--image", job.image], 0,
+                   f"job-{job.pk}-a{job.retry_count}-ports.log")
+
+
+def _launch(job, stem: str, arguments: list[str], restarts: int, log_name: str) -> dict:
+    """Start one stand-in process (``arguments`` say what it serves) and wait until it listens."""
     _sweep()
     directory = run_dir()
-    stem = f"job-{job.pk}-a{job.retry_count}-r{restarts}"
     port_file, pid_file = (directory / f"{stem}.{ext}" for ext in ("port", "pid"))
-    log_file = directory / f"job-{job.pk}-a{job.retry_count}.log"  # one log per attempt, across restarts
+    log_file = directory / log_name
     port_file.unlink(missing_ok=True)
     pid_file.write_text("starting")
-    is_notebook = job.kind == WorkloadKind.NOTEBOOK
-    command = [sys.executable, str(Path(__file__).with_name("standin.py")), "--mode",
-               "notebook" if is_notebook else "service", "--job", str(job.pk), "--image", job.image,
-               "--revision", str(job.revision or 1), "--port-file", str(port_file), "--pid-file", str(pid_file),
-               "--ready-after", str(ready_after), "--crash-after", str(crash_after), "--parent", str(os.getpid())]
-    if is_notebook:
-        command += ["--token", notebook_token(job), "--base-url", base_url(job)]
+    command = [sys.executable, str(Path(__file__).with_name("standin.py")), "--job", str(job.pk), *arguments,
+               "--port-file", str(port_file), "--pid-file", str(pid_file), "--parent", str(os.getpid())]
     with open(log_file, "ab") as log:
         process = subprocess.Popen(command, cwd=settings.BASE_DIR, stdout=log, stderr=log, stdin=subprocess.PIPE,
                                    start_new_session=True, close_fds=True)
@@ -128,8 +145,16 @@ def start(job, restarts: int = 0, ready_after: float = 0.0, crash_after: float =
             return {"pid": process.pid, "port": None, "pid_file": str(pid_file), "log_file": str(log_file),
                     "restarts": restarts, "started_at": datetime.now(UTC).isoformat()}
         time.sleep(0.02)
-    return {"pid": process.pid, "port": int(port_file.read_text()), "pid_file": str(pid_file),
+    return {"pid": process.pid, "port": json.loads(port_file.read_text()), "pid_file": str(pid_file),
             "log_file": str(log_file), "restarts": restarts, "started_at": datetime.now(UTC).isoformat()}
+
+
+def port_upstream(serving: dict, name: str) -> str:
+    """Where the stand-in of a job's named ports serves ``name`` ("" when it does not run)."""
+    listening = serving.get("port")
+    if not isinstance(listening, dict) or not listening.get(name) or not alive(serving):
+        return ""
+    return f"http://127.0.0.1:{listening[name]}"
 
 
 def _reap(pid: int) -> None:

@@ -11,6 +11,9 @@ portal.
 - service: ``/healthz`` answers 503 until ``--ready-after`` seconds passed (a model loading), then 200;
   ``/v1/models`` names the image and revision; POST ``/v1/completions`` echoes the prompt. ``--crash-after``
   makes it exit with code 1 after that many seconds (a crash loop, once the executor restarts it).
+- ports: a job's named ports (``--ports tensorboard:6006,ui:8080``), one listener each on a port of its own;
+  ``tensorboard`` answers as TensorBoard's page and its ``data/runs`` list, any other name with a page that names
+  the port. It writes ``{name: port}`` (JSON) to ``--port-file``.
 
 It writes its port to ``--port-file`` once listening, and exits when its parent executor's record of it is
 gone (``--pid-file`` removed) so nothing outlives a cleanup. With ``--parent PID`` it also ends with the process
@@ -123,6 +126,52 @@ def make_handler(state: _State):
     return Handler
 
 
+def make_port_handler(args, name: str, declared: str):
+    """What one named port of a job answers: TensorBoard's page and run list for ``tensorboard``, a page naming the
+    port for any other (the job's own web UI)."""
+
+    class PortHandler(BaseHTTPRequestHandler):
+        server_version = "gpuportal-standin/1"
+
+        def log_message(self, format, *log_args):  # noqa: A002 - the base class's name
+            pass
+
+        def _send(self, status: int, body: str, content_type: str) -> None:
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            path = self.path.split("?", 1)[0]
+            if name == "tensorboard" and path.rstrip("/") == "/data/runs":
+                return self._send(200, json.dumps(["train", "validation"]), "application/json")
+            if path not in ("/", "/index.html"):
+                return self._send(404, json.dumps({"message": "not found"}), "application/json")
+            title = "TensorBoard" if name == "tensorboard" else html.escape(name)
+            return self._send(200, (
+                f"<!doctype html><html><head><title>{title} stand-in</title></head><body>"
+                f"<h1>{title} of job {args.job}</h1><p id='standin'>Port {html.escape(name)} ({html.escape(declared)}) "
+                f"of {html.escape(args.image)}</p><a href='data/runs'>runs</a></body></html>"),
+                "text/html; charset=utf-8")
+
+    return PortHandler
+
+
+def _serve_ports(args) -> dict[str, int]:
+    """One listener per named port, each on a port of its own; returns where each listens."""
+    listening = {}
+    for entry in filter(None, args.ports.split(",")):
+        name, _colon, declared = entry.partition(":")
+        server = ThreadingHTTPServer(("127.0.0.1", 0), make_port_handler(args, name, declared))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        listening[name] = server.server_address[1]
+    return listening
+
+
 def _orphaned(args) -> None:
     """Exit for good once the process that started this one is gone: the lease goes with it (the pid file, when it
     still names this process), so no later cleanup signals a pid the system may have given to someone else."""
@@ -164,7 +213,8 @@ def _watch(args) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=("notebook", "service"), required=True)
+    parser.add_argument("--mode", choices=("notebook", "service", "ports"), required=True)
+    parser.add_argument("--ports", default="", help="ports mode: name:port entries, comma-separated")
     parser.add_argument("--job", type=int, required=True)
     parser.add_argument("--token", default="")
     parser.add_argument("--image", default="")
@@ -181,6 +231,15 @@ def main(argv=None) -> None:
         _orphaned(args)  # it ended while this process started
     if args.parent:
         threading.Thread(target=_lifeline, args=(args,), daemon=True).start()
+    if args.mode == "ports":
+        listening = _serve_ports(args)
+        with open(args.port_file + ".tmp", "w") as handle:
+            handle.write(json.dumps(listening))
+        os.replace(args.port_file + ".tmp", args.port_file)
+        sys.stderr.write(f"[I {_iso(time.time())}] Serving the ports {args.ports} of job {args.job}\n")
+        sys.stderr.flush()
+        _watch(args)
+        return
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(_State(args)))
     server.daemon_threads = True
     with open(args.port_file + ".tmp", "w") as handle:

@@ -14,14 +14,16 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from fleet.models import Node
 from gpuportal.text.phrases import Phrase
 from scheduling import lifecycle
-from scheduling.executors.base import Executor, ExecutorUpdate
+from scheduling.executors.base import Executor, ExecutorUpdate, port_environment
 from scheduling.executors.logs import NOT_STARTED, LogTail, stored_tail
 from scheduling.executors.slurm import script as scripts
 from scheduling.executors.slurm.client import SlurmClient, SlurmError
@@ -117,6 +119,7 @@ class SlurmExecutor(Executor):
             environment["GPUPORTAL_RESUME_FROM"] = resume
         if job.group_index is not None:
             environment["GPUPORTAL_ARRAY_INDEX"] = str(job.group_index)
+        environment.update(port_environment(job.ports or []))
         # ``no_requeue``: Slurm would otherwise put the job back in its queue under the same id after a node
         # failure or a preemption, while the portal still counts it running; the portal places it again itself.
         # (22.05 accepts ``"requeue": false`` and ignores it: the job keeps Requeue=1.)
@@ -171,6 +174,33 @@ class SlurmExecutor(Executor):
         if result.errors:  # accepted with a warning (e.g. a time limit above the partition's): kept as evidence
             state["slurm_submit_errors"] = [problem.message for problem in result.errors]
         return state
+
+    def port_upstream(self, job, port) -> str:
+        """The job's program listens on its first node itself: that node's address (the host its node agent is
+        polled at, else its name, which the cluster's hosts resolve)."""
+        nodes = (job.executor_state or {}).get("nodes") or []
+        if not nodes:
+            return ""
+        agent = Node.objects.filter(name=nodes[0]).values_list("agent_url", flat=True).first() or ""
+        host = urlsplit(agent).hostname or nodes[0]
+        return f"http://{f'[{host}]' if ':' in host else host}:{port['port']}"
+
+    def port_refusal(self, job, port) -> str:
+        """A node's address is not the job's own: any program on the node answers there. So a port opens only
+        while no other job holds GPUs on that node (another tenant's notebook or TensorBoard could listen on the
+        port declared), and never on the port the node's agent is polled at."""
+        nodes = (job.executor_state or {}).get("nodes") or []
+        if not nodes:
+            return ""
+        agent = urlsplit(Node.objects.filter(name=nodes[0]).values_list("agent_url", flat=True).first() or "")
+        if agent.port == port["port"]:
+            return _("Port %(port)d of node %(node)s is its node agent's, not the job's.") % {
+                "port": port["port"], "node": nodes[0]}
+        if JobAllocation.objects.filter(gpu__node__name=nodes[0], released_at__isnull=True).exclude(
+                job_id=job.pk).exists():
+            return _("Node %(node)s runs other jobs too: on Slurm a job's ports open only while it is alone on its "
+                     "node, where no other program can be the one that answers.") % {"node": nodes[0]}
+        return ""
 
     def token_refused(self, user: str) -> str:
         """Slurm's words for a refused token ("Unspecified error", "Zero Bytes were transmitted or received") said

@@ -32,7 +32,8 @@ def test_an_unknown_directive_and_a_field_set_both_ways_are_400s_naming_them(api
     assert "gpu_model" in message and "'H100'" in message and "#SBATCH --gres=gpu:a100:2 (line 1)" in message
     dependency = api("alice").post("/api/jobs/", {**BODY, "sbatch": "#SBATCH --gres=gpu:a100:1\n#SBATCH -d after:7\n"},
                                    format="json")
-    assert dependency.status_code == 400 and "no job dependencies yet" in dependency.content.decode()
+    assert dependency.status_code == 422 and list(dependency.json()) == ["depends_on"]  # read as the field, then
+    assert "#SBATCH -d after:7 (line 2)" in dependency.json()["depends_on"][0]  # refused naming its line
     assert Job.objects.count() == 0
 
 

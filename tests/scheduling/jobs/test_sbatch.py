@@ -81,8 +81,6 @@ def test_a_script_without_directives_is_all_command():
     ("--mem=lots", ["line 2", "not a memory size"]),
     ("--array=a-b", ["line 2", "not an array"]),
     ("--partition=gpu", ["line 2", "no cluster of the portal is called 'gpu'", "sim, slurm-a"]),
-    ("--dependency=afterok:12", ["line 2", "--dependency=afterok:12", "the portal has no job dependencies yet"]),
-    ("-d afterany:3", ["line 2", "-d afterany:3", "no job dependencies yet"]),
     ("--cpus-per-task=0", ["line 2", "not a whole number of at least 1"]),
     ("--job-name", ["line 2", "needs a value"]),
     ("--gres=gpu:h100:4 --gpus-per-node=2", ["line 2", "disagrees with #SBATCH --gres=gpu:h100:4 (line 2)"]),

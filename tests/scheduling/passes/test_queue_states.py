@@ -1,16 +1,19 @@
-"""The queue states written in bulk where the rows are (``passes.queue_states``, PostgreSQL) and compared in
-Python (every other database) give the same answer and the same rows, and a steady queue writes nothing."""
+"""What the pass says of waiting jobs: reasons written in bulk where the rows are (PostgreSQL) and compared in
+Python (every other database) with the same answer, and the queue table of places and estimates, which a steady
+queue does not write again and every reader reads as the engine said it."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from scheduling import engine, lifecycle
 from scheduling.jobs import submission
-from scheduling.models import JobQueueState, JobStatus
+from scheduling.models import NO_TIME, Job, JobQueueState, JobStatus, QueueTable, queue_places
 from scheduling.passes import queue_states
 from scheduling.passes.kept import load_snapshots
-from scheduling.passes.scheduler import QUEUE_FIELDS, _store_waits_here, run_pass
+from scheduling.passes.scheduler import run_pass
 from tests.conftest import job_payload
 from tests.factories import build_world
 
@@ -19,70 +22,104 @@ pytestmark = pytest.mark.django_db
 
 def _stored(ids):
     return {row[0]: row[1:] for row in JobQueueState.objects.filter(job_id__in=ids).values_list(
-        "job_id", *QUEUE_FIELDS)}
+        "job_id", *queue_states.REASON_FIELDS)}
 
 
-def test_both_writers_agree_and_a_steady_queue_writes_nothing():
+def test_both_reason_writers_agree_and_a_steady_queue_writes_nothing():
     users = build_world()["users"]
     jobs = [submission.submit_job(users["alice"], job_payload(gpus_per_node=8)) for _ in range(4)]
     lifecycle.transition(jobs[3], JobStatus.CANCELLED, "test: cancelled")  # no longer waits: left alone
-    at = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
-    first = {job.pk: ("quota", {"used": i}, i, i, at, at, None) for i, job in enumerate(jobs)}
-    found, written = queue_states.store([(pk, *row) for pk, row in first.items()])
+    first = {job.pk: ("quota", {"used": i}) for i, job in enumerate(jobs)}
+    found, written = queue_states.store(first)
     assert written == 3 and set(found) == {job.pk for job in jobs[:3]}
     assert all(changed for _status, changed in found.values())  # a first state: an event each
     assert _stored(first) == {pk: row for pk, row in first.items() if pk in found}
-    assert queue_states.store([(pk, *row) for pk, row in first.items()]) == (
-        dict.fromkeys(found, (JobStatus.QUEUED, False)), 0)
+    assert queue_states.store(first) == (dict.fromkeys(found, (JobStatus.QUEUED, False)), 0)
 
-    moved = {**first, jobs[0].pk: ("quota", {"used": 0}, 9, 9, at, at, None),  # positions only
-             jobs[1].pk: ("gpus_busy", {}, 1, 1, None, None, None)}  # a new reason
-    here = _store_waits_here(moved)
+    moved = {**first, jobs[0].pk: ("quota", {"used": 7}),  # new numbers, the same reason: no event
+             jobs[1].pk: ("gpus_busy", {})}  # a new reason
+    here = queue_states._store_here(moved)
     assert here == ({jobs[0].pk: (JobStatus.QUEUED, False), jobs[1].pk: (JobStatus.QUEUED, True),
                      jobs[2].pk: (JobStatus.QUEUED, False)}, 2)
     assert _stored(moved) == {pk: row for pk, row in moved.items() if pk in found}
-    assert queue_states.store([(pk, *row) for pk, row in moved.items()])[1] == 0
+    assert queue_states.store(moved)[1] == 0
 
 
-def test_estimates_within_the_tolerance_are_left_alone_and_stay_true():
+def test_every_reader_sees_the_places_and_estimates_the_engine_gave():
     users = build_world()["users"]
     for _ in range(6):  # more than alice's GPUs: some wait, with a likely start
+        submission.submit_job(users["bob"], job_payload(tenant="nlp", project="llm-pretrain", gpus_per_node=8,
+                                                        gpu_model="H100"))
         submission.submit_job(users["alice"], job_payload(gpus_per_node=8))
-    run_pass()
-    states = list(JobQueueState.objects.exclude(estimated_start=None))
-    assert states
-    drifted, stale = states[0], states[1:]  # as a pass a little earlier (50 s) or long ago (2 min) wrote them
-    for state, by in [(drifted, 50), *((s, 120) for s in stale)]:
-        for name in queue_states.TIMES:
-            if getattr(state, name) is not None:
-                setattr(state, name, getattr(state, name) + timedelta(seconds=by))
-        state.save()
+    report = run_pass()
+    assert report.table_written
 
-    run_pass()
-
-    engine_says = {w.job_id: w for snapshot in load_snapshots()[0].values() for w in engine.schedule(snapshot).waiting}
-    tolerance = queue_states.tolerance()
-    stored = {s.job_id: s for s in JobQueueState.objects.all()}
-    assert stored[drifted.job_id].estimated_start == drifted.estimated_start  # within it: not written again
-    for job_id, state in stored.items():
-        wait = engine_says[job_id]
-        for name in queue_states.TIMES:
-            ours, theirs = getattr(state, name), getattr(wait, name)
+    snapshots = load_snapshots()[0]
+    says = {w.job_id: w for snapshot in snapshots.values() for w in engine.schedule(snapshot).waiting}
+    models = {job.id: job.gpu_model for snapshot in snapshots.values() for job in snapshot.waiting}
+    waiting = list(Job.objects.waiting().order_by("pk"))
+    assert len(waiting) == len(says) > 2
+    for job in waiting:
+        wait = says[job.pk]
+        assert (job.queue_position, job.tenant_queue_position) == (wait.position, wait.tenant_position)
+        for name in ("estimated_start", "earliest_start", "latest_start"):
+            ours, theirs = getattr(job, name), getattr(wait, name)
             assert (ours is None) == (theirs is None)
-            assert ours is None or abs(ours.timestamp() - theirs) <= tolerance + 1  # the second between the two
-    assert all(abs((stored[s.job_id].estimated_start - s.estimated_start).total_seconds()) > tolerance
-               for s in stale)  # moved further than the tolerance: written again
+            assert ours is None or abs(ours.timestamp() - theirs) <= queue_states.tolerance() + 1
+    for model in set(models.values()):  # among the jobs of a model: 1, 2, 3... in the order of the pass
+        mine = sorted((j for j in waiting if j.gpu_model == model), key=lambda j: (j.queue_position, j.pk))
+        assert [j.model_queue_position for j in mine] == list(range(1, len(mine) + 1))
+
+    gone = waiting[0]
+    lifecycle.transition(gone, JobStatus.CANCELLED, "test: cancelled")
+    assert Job.objects.get(pk=gone.pk).queue_position is None  # the table lists it, but it no longer waits
 
 
-def test_both_writers_apply_the_same_tolerance():
+def test_a_steady_queue_leaves_the_table_alone_within_the_tolerance():
     users = build_world()["users"]
     jobs = [submission.submit_job(users["alice"], job_payload(gpus_per_node=8)) for _ in range(2)]
-    at = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
-    first = {job.pk: ("quota", {}, 1, 1, at, at, at) for job in jobs}
-    queue_states.store([(pk, *row) for pk, row in first.items()])
-    near, far = timedelta(seconds=59), timedelta(seconds=61)
-    moved = {jobs[0].pk: ("quota", {}, 1, 1, at + near, at - near, at), jobs[1].pk: ("quota", {}, 1, 1, at, at, None)}
-    assert _store_waits_here(moved)[1] == 1  # the estimate that vanished; the one 59 s off stays
-    moved[jobs[0].pk] = ("quota", {}, 1, 1, at + far, at, at)
-    assert queue_states.store([(pk, *row) for pk, row in moved.items()])[1] == 1
-    assert _stored(moved) == moved
+    at = datetime(2026, 1, 2, 3, 4, tzinfo=UTC).timestamp()
+    first = [(jobs[0].pk, 1, 1, at, at, at), (jobs[1].pk, 2, 2, None, None, None)]
+    models = {job.pk: job.gpu_model for job in jobs}
+    assert queue_states.write_table(queue_states.place_rows(first, models), datetime.now(tz=UTC))
+    token = QueueTable.objects.get().token
+
+    near = [(jobs[0].pk, 1, 1, at + 59, at - 59, at), first[1]]
+    assert not queue_states.write_table(queue_states.place_rows(near, models), datetime.now(tz=UTC))
+    assert QueueTable.objects.get().token == token
+    assert Job.objects.get(pk=jobs[0].pk).estimated_start == datetime.fromtimestamp(at, tz=UTC)  # 59 s off: kept
+
+    for changed in ([(jobs[0].pk, 1, 1, at + 61, at, at), first[1]],  # an estimate moved further
+                    [(jobs[0].pk, 1, 1, at, at, None), first[1]],  # one vanished
+                    [(jobs[0].pk, 2, 1, at, at, at), (jobs[1].pk, 1, 2, None, None, None)],  # places moved
+                    [first[0]]):  # a job left the queue
+        assert queue_states.write_table(queue_states.place_rows(changed, models), datetime.now(tz=UTC))
+        rows = {row[0]: row[1:] for row in queue_states.place_rows(changed, models)}
+        for job in Job.objects.filter(pk__in=rows):
+            position, tenant, _model, estimate, *_ = rows[job.pk]
+            assert (job.queue_position, job.tenant_queue_position) == (position, tenant)
+            assert job.estimated_start == (None if estimate == NO_TIME else datetime.fromtimestamp(
+                estimate / 1000, tz=UTC))
+    assert Job.objects.get(pk=jobs[1].pk).queue_position is None  # not in the last table: no place yet
+
+
+def test_model_places_are_counted_over_every_cluster_in_the_order_of_each_pass():
+    models = {1: "H100", 2: "H100", 3: "A100", 4: "H100", 5: "H100"}
+    places = [(2, 1, 1, None, None, None), (3, 2, 1, None, None, None), (5, 3, 1, None, None, None),  # cluster a
+              (1, 1, 1, None, None, None), (4, 2, 1, None, None, None)]  # cluster b: its own positions
+    rows = {row[0]: row[3] for row in queue_states.place_rows(places, models)}
+    assert rows == {1: 1, 2: 2, 4: 3, 5: 4, 3: 1}  # equal positions: the lower id (submitted earlier) first
+
+
+def test_a_request_reads_the_table_once_whatever_its_rows(client, django_capture_on_commit_callbacks):
+    world = build_world()
+    for _ in range(6):
+        submission.submit_job(world["users"]["alice"], job_payload(gpus_per_node=8))
+    with django_capture_on_commit_callbacks(execute=True):  # the pass commits: its process keeps the table
+        run_pass()
+    client.force_login(world["users"]["alice"])
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/api/jobs/").status_code == 200
+    reads = [q["sql"] for q in queries.captured_queries if QueueTable._meta.db_table in q["sql"]]
+    assert len(reads) == 1  # the token: this process decoded the table when its pass wrote it
+    assert len(queue_places()) == Job.objects.waiting().count()

@@ -29,7 +29,7 @@ def standins(settings, tmp_path):
 
 def test_submit_with_ports_and_open_one(cli, standins, monkeypatch):
     cli.login("alice")
-    made = cli("submit", *SUBMIT, "--command", "sim:minutes=1000000 python train.py", "--ports",
+    made = cli("submit", *SUBMIT, "--command", "sim:outcome=succeeded sim:minutes=1000000 python train.py", "--ports",
                "tensorboard:6006,ui:8080", "--json")
     assert made.code == 0, made.err
     assert [p["name"] for p in made.json["ports"]] == ["tensorboard", "ui"]

@@ -22,7 +22,7 @@ from tests.factories import PASSWORD
 from tests.scheduling.workloads.conftest import WORKLOAD_HOST
 
 #: A planned run long enough to stay running through the test at the tests' time scale (1e-6: 60 s).
-LONG_RUN = "sim:minutes=1000000 python train.py"
+LONG_RUN = "sim:outcome=succeeded sim:minutes=1000000 python train.py"
 
 
 def _client(username) -> Client:
@@ -133,7 +133,8 @@ def test_ports_close_when_the_job_ends_and_their_standin_stops(users, serving, a
     assert closed.status_code == 409 and "opens only while the job runs" in closed.content.decode()
     assert api("alice").get(f"/api/jobs/{job.pk}/").json()["ports"][0]["url"] is None
 
-    short = submission.submit_job(users["alice"], job_payload(command="sim:minutes=1", ports=["tensorboard:6006"]))
+    short = submission.submit_job(users["alice"], job_payload(command="sim:outcome=succeeded sim:minutes=1",
+                                                              ports=["tensorboard:6006"]))
     started = None
     for _round in range(100):
         sync_job_status()

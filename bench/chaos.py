@@ -476,10 +476,14 @@ class Soak:
             self.t0 = time.monotonic()
             self._soak(clients)
             self._drain(clients)
-            time.sleep(1)  # a stand-in whose lease went exits within a fraction of a second
             # Before the stack stops: the stand-ins end with the worker processes that started them, so a server
-            # a stop missed is seen only while its starter lives.
-            left = servers_left(self.marker)
+            # a stop missed is seen only while its starter lives. A stand-in whose lease went exits within a
+            # fraction of a second on a quiet machine; on a busy one it is given up to LEFT_SECONDS, while one that
+            # a stop missed holds its lease and stays.
+            deadline = time.monotonic() + LEFT_SECONDS
+            time.sleep(1)
+            while (left := servers_left(self.marker)) and time.monotonic() < deadline:
+                time.sleep(0.5)
             counters = self._counters()
             codes = self.stack.stop()
             self.line(f"stack stopped (exit codes {codes})")
@@ -821,14 +825,18 @@ def replicas_after_stop(jobs: list[Job], events: dict[int, list[JobEvent]]) -> l
     return found
 
 
+#: How long the stand-ins of stopped services are given to exit before one still running is a finding.
+LEFT_SECONDS = 10.0
+
+
 def servers_left(marker: str) -> list[dict]:
     """Servers that outlived their replica's stop, read once every service was stopped and while the stack still
     runs (a stand-in ends with the process that started it, so after the stack stops none could be seen):
 
     * the server recorded for an ended replica still holds its lease (its pid file, which every stop removes):
       it was started after the stop, or the stop missed it;
-    * a stand-in server process of this soak still running, but the one recorded for the named ports of a job
-      that still runs (the demo's training run serves its TensorBoard)."""
+    * a stand-in server process of this soak still running, but the one recorded for a notebook or the named ports
+      of a job that still runs (the demo's notebooks and training run's TensorBoard)."""
     found = []
     for job in Job.objects.filter(kind=WorkloadKind.SERVICE, status__in=TERMINAL_STATUSES):
         serving = (job.executor_state or {}).get("serving") or {}
@@ -837,16 +845,18 @@ def servers_left(marker: str) -> list[dict]:
             found.append({"job": job.pk, "problem": f"{job.status}, but the server of its {restart} (pid "
                                                     f"{serving.get('pid')}, started {serving.get('started_at')}) "
                                                     "still holds its lease: nobody stopped it"})
-    ports_of_running = {job_id: (state or {}).get("ports_serving", {}).get("pid") for job_id, state in
-                        Job.objects.filter(status=JobStatus.RUNNING).values_list("pk", "executor_state")}
     for pid, argv in marked_processes(marker):
         if any(arg.endswith("standin.py") for arg in argv):
             job = argv[argv.index("--job") + 1] if "--job" in argv else "?"
             job_id = int(job) if job.isascii() and job.isdigit() else None
-            if job_id is not None and ports_of_running.get(job_id) == pid:
-                continue  # the named ports of a job that still runs (the demo's training run), as recorded
-            found.append({"job": job_id,
-                          "problem": f"its stand-in server (pid {pid}) still runs after every service was stopped"})
+            row = Job.objects.filter(pk=job_id).values("kind", "status", "executor_state").first() or {}
+            state = row.get("executor_state") or {}
+            recorded = {(state.get(key) or {}).get("pid") for key in ("serving", "ports_serving")}
+            if row.get("status") == JobStatus.RUNNING and row.get("kind") != WorkloadKind.SERVICE and pid in recorded:
+                continue  # a notebook's server or a job's named ports while it still runs (the demo's), as recorded
+            found.append({"job": job_id, "problem": f"its stand-in server (pid {pid}, {' '.join(argv[2:6])}) still "
+                                                    f"runs after every service was stopped (the job: "
+                                                    f"{row.get('kind')}, {row.get('status')}, recorded {recorded})"})
     return found
 
 

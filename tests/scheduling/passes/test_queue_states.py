@@ -45,6 +45,24 @@ def test_both_reason_writers_agree_and_a_steady_queue_writes_nothing():
     assert queue_states.store(moved)[1] == 0
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the kept reasons are checked by PostgreSQL's hash")
+def test_kept_reasons_are_trusted_only_where_the_database_holds_them():
+    users = build_world()["users"]
+    jobs = [submission.submit_job(users["alice"], job_payload(gpus_per_node=8)) for _ in range(3)]
+    values = {job.pk: ("quota", {"used": i}) for i, job in enumerate(jobs)}
+    queue_states.store(values)
+    moved = {**values, jobs[0].pk: ("quota", {"used": 9})}
+    assert queue_states.store(moved)[1] == 1 and queue_states.KEPT.last == {"read": 0, "written": 1}
+    # Written behind the pass's back (another worker, a bare update) and deleted: read again, then set right.
+    JobQueueState.objects.filter(job_id=jobs[1].pk).update(wait_reason="gpus_busy")
+    JobQueueState.objects.filter(job_id=jobs[2].pk).delete()
+    found, written = queue_states.store(moved)
+    assert queue_states.KEPT.last == {"read": 1, "written": 2}
+    assert found[jobs[1].pk] == (JobStatus.QUEUED, True) and found[jobs[2].pk] == (JobStatus.QUEUED, True)
+    assert _stored(moved) == moved
+    assert queue_states.store(moved) == (dict.fromkeys(moved, (JobStatus.QUEUED, False)), 0)
+
+
 def test_every_reader_sees_the_places_and_estimates_the_engine_gave():
     users = build_world()["users"]
     for _ in range(6):  # more than alice's GPUs: some wait, with a likely start

@@ -9,6 +9,7 @@ import threading
 from array import array
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import TypedDict
 
 from django.conf import settings
@@ -611,6 +612,20 @@ class QueuePlaces:
         _job, position, tenant, model, *times = self.numbers[at:at + len(PLACE_FIELDS)]
         return QueuePlace(position, tenant, model, *(None if t == NO_TIME else datetime.fromtimestamp(
             t / 1000, tz=UTC) for t in times))
+
+    @cached_property
+    def ranks(self) -> dict[int, int]:
+        """Each listed job's rank in queue order (1 first): the order in which the passes consider waiting jobs,
+        by queue position, then by id (positions tie only across clusters). Ranked once per decoded table."""
+        numbers, index = self.numbers, self.index
+        ordered = sorted(index, key=lambda job_id: (numbers[index[job_id] + 1], job_id))
+        return {job_id: rank for rank, job_id in enumerate(ordered, start=1)}
+
+    def queue_key(self, job_id: int, submitted_at: datetime) -> tuple:
+        """A waiting job's sort key in queue order (``ranks``); a job no pass has seen yet comes last, by
+        submission. The SQL of a job list sorts by the same rule (``jobs.queries.queue_rank``)."""
+        rank = self.ranks.get(job_id)
+        return (0, rank, 0) if rank is not None else (1, submitted_at.timestamp(), job_id)
 
     @staticmethod
     def encode(rows: list[tuple[int, ...]]) -> bytes:

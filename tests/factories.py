@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from fleet.models import GPU, Cluster, Node
 from scheduling import lifecycle
-from scheduling.models import NO_TIME, Job, JobQueueState, TaskType, queue_places
+from scheduling.models import Job, JobQueueState, TaskType, queue_places
 from scheduling.passes import queue_states
 from tenants.models import Membership, PlatformRole, Project, Quota, Role, Tenant
 
@@ -119,9 +119,10 @@ def make_queue_state(job, reason: str = "", params: dict | None = None, position
     if position is None:
         return
     table = queue_places()
-    places = [(pk, *(table.numbers[at + 1:at + 3]), *(None if t == NO_TIME else t / 1000
-                                                     for t in table.numbers[at + 4:at + 7]))
-              for pk, at in table.index.items() if pk != job.pk]
+    places = [(pk, place.position, place.tenant_position,
+               *(t.timestamp() if t else None for t in (place.estimated_start, place.earliest_start,
+                                                        place.latest_start)))
+              for pk, place in ((pk, table.get(pk)) for pk in table.index) if pk != job.pk]
     places.append((job.pk, position, tenant_position,
                    *(t.timestamp() if t else None for t in (estimated_start, earliest_start, latest_start))))
     models = dict(Job.objects.filter(pk__in=[p[0] for p in places]).values_list("pk", "gpu_model"))

@@ -22,7 +22,6 @@ from scheduling.models import (
     Job,
     JobQueueState,
     JobStatus,
-    QueuePlace,
     local_moments,
     queue_places,
     task_type_label,
@@ -123,7 +122,7 @@ def cluster_queue(user, cluster_name: str | None = None, gpu_model: str | None =
     clusters = {c.name for c in Cluster.objects.all()}
     places = queue_places()
     rows = []
-    for state in sorted(states, key=lambda s: _queue_key(places.get(s.job_id), s.job.submitted_at, s.job_id)):
+    for state in sorted(states, key=lambda s: places.queue_key(s.job_id, s.job.submitted_at)):
         job = state.job
         home = job.cluster.name if job.cluster else None
         if cluster_name and cluster_name in clusters and home and home != cluster_name:
@@ -147,12 +146,6 @@ def cluster_queue(user, cluster_name: str | None = None, gpu_model: str | None =
     return rows
 
 
-def _queue_key(place: QueuePlace | None, submitted_at, job_id: int) -> tuple:
-    """The order in which the pass considers waiting jobs: its queue position, then the job's id (positions tie
-    only across clusters); a job no pass has seen yet last, by submission."""
-    return (0, place.position, job_id) if place else (1, submitted_at.timestamp(), job_id)
-
-
 class _RankOf(Func):
     """A job's rank looked up by its id in a JSON object of ranks (``queue_rank``): PostgreSQL finds a key of a
     ``jsonb`` object by binary search, so a list of every job sorts in one pass over it."""
@@ -169,15 +162,13 @@ class _RankOf(Func):
 def queue_rank() -> Case:
     """Each job's rank in queue order (1 first) while it waits, NULL otherwise, as an expression to sort a
     queryset by: the places are the queue table's (``models.queue_places``), not columns of the job rows."""
-    places = queue_places()
-    ranked = sorted(places.index, key=lambda job_id: (places.get(job_id).position, job_id))
-    ranks = json.dumps({str(job_id): rank for rank, job_id in enumerate(ranked, start=1)})
+    ranks = json.dumps({str(job_id): rank for job_id, rank in queue_places().ranks.items()})
     return Case(When(status__in=WAITING_STATUSES, then=_RankOf(Value(ranks), F("pk"))), default=None,
                 output_field=IntegerField())
 
 
 def in_queue_order(jobs, limit: int) -> QuerySet:
-    """The first ``limit`` of ``jobs`` (waiting ones) in queue order (``_queue_key``)."""
+    """The first ``limit`` of ``jobs`` (waiting ones) in queue order (``QueuePlaces.queue_key``)."""
     return jobs.annotate(queue_rank=queue_rank()).order_by(
         F("queue_rank").asc(nulls_last=True), "submitted_at", "pk")[:limit]
 

@@ -3,7 +3,9 @@ start of it (the "what can I run" page)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from django.db import models
 from django.utils.translation import gettext as _
@@ -11,7 +13,7 @@ from django.utils.translation import gettext_lazy
 
 from fleet import occupancy
 from fleet.catalogue import accelerator_models
-from fleet.models import AdminState, Health, Node, Vendor
+from fleet.models import GPU, AdminState, Health, Node, Vendor
 
 
 @dataclass
@@ -49,31 +51,59 @@ def largest_gang(free_per_node: list[int]) -> int:
     return max((g * sum(1 for f in free_per_node if f >= g) for g in set(free_per_node) if g), default=0)
 
 
+class _NodeFacts(NamedTuple):
+    """What the capacity summary needs of a node: plain values, so a fleet of thousands of GPUs is summed from
+    tuples rather than model instances (the dashboard asks on every request)."""
+
+    pk: int
+    gpu_model: str
+    cluster: str
+    rack: str
+    health: str
+    admin_state: str
+    gpus: list  # (pk, index, health) of each of its GPUs
+
+
+def _node_facts() -> list[_NodeFacts]:
+    gpus: dict[int, list] = defaultdict(list)
+    for node_id, *gpu in GPU.objects.order_by("node_id", "index").values_list("node_id", "pk", "index", "health"):
+        gpus[node_id].append(tuple(gpu))
+    return [_NodeFacts(pk, model, cluster, rack, health, admin, gpus[pk]) for pk, model, cluster, rack, health, admin
+            in Node.objects.values_list("pk", "gpu_model", "cluster__name", "rack", "health", "admin_state")]
+
+
 def capacity_summary(with_nodes: bool = False) -> list[ModelCapacity]:
-    """Cluster capacity per GPU model. Not tenant data: every signed-in user may see it."""
+    """Cluster capacity per GPU model. Not tenant data: every signed-in user may see it. With ``with_nodes``
+    each model lists its nodes, as model instances, for the fleet page."""
     held = occupancy.held_gpus()
     summary: dict[str, ModelCapacity] = {}
     free_by: dict[tuple, list[int]] = {}
-    for node in Node.objects.select_related("cluster").prefetch_related("gpus"):
-        row = summary.setdefault(node.gpu_model, ModelCapacity(node.gpu_model))
-        gpus = list(node.gpus.all())
-        busy = {g.pk for g in gpus if g.index in held.get(node.pk, ())}
+    nodes = {}
+    if with_nodes:
+        nodes = {node.pk: node for node in Node.objects.select_related("cluster").prefetch_related("gpus")}
+    for facts in _node_facts():
+        row = summary.setdefault(facts.gpu_model, ModelCapacity(facts.gpu_model))
+        busy = {pk for pk, index, _health in facts.gpus if index in held.get(facts.pk, ())}
         taken = len(busy)
-        usable = node.schedulable
-        free = sum(1 for g in gpus if g.pk not in busy and g.healthy) if usable else 0
+        usable = facts.admin_state == AdminState.ACTIVE and facts.health != Health.UNHEALTHY
+        free = sum(1 for pk, _index, health in facts.gpus if pk not in busy and health != Health.UNHEALTHY) \
+            if usable else 0
         row.nodes += 1
         row.schedulable_nodes += usable
-        row.gpus += len(gpus)
+        row.gpus += len(facts.gpus)
         row.allocated += taken
         row.free += free
-        row.unhealthy += len(gpus) if node.health == Health.UNHEALTHY else sum(1 for g in gpus if not g.healthy)
-        if node.admin_state != AdminState.ACTIVE and node.health != Health.UNHEALTHY:
-            row.unavailable += len(gpus)
+        row.unhealthy += len(facts.gpus) if facts.health == Health.UNHEALTHY else sum(
+            1 for _pk, _index, health in facts.gpus if health == Health.UNHEALTHY)
+        if facts.admin_state != AdminState.ACTIVE and facts.health != Health.UNHEALTHY:
+            row.unavailable += len(facts.gpus)
         row.largest_on_node = max(row.largest_on_node, free)
-        free_by.setdefault((node.gpu_model, "rack", node.cluster.name, node.rack), []).append(free)
-        free_by.setdefault((node.gpu_model, "cluster", node.cluster.name), []).append(free)
-        if with_nodes:
-            row.node_rows.append({"node": node, "gpus": gpus, "busy": busy, "taken": taken, "free": free})
+        free_by.setdefault((facts.gpu_model, "rack", facts.cluster, facts.rack), []).append(free)
+        free_by.setdefault((facts.gpu_model, "cluster", facts.cluster), []).append(free)
+        if facts.pk in nodes:  # added since the nodes were read: listed on the next view
+            node = nodes[facts.pk]
+            row.node_rows.append({"node": node, "gpus": sorted(node.gpus.all(), key=lambda g: g.index), "busy": busy,
+                                  "taken": taken, "free": free})
     for name, model in accelerator_models().items():
         if name in summary:
             summary[name].vendor, summary[name].memory_gb = model.vendor, model.memory_gb

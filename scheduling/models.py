@@ -4,6 +4,7 @@ A job's ``status`` is written only by :func:`scheduling.lifecycle.transition`, w
 :class:`JobEvent` with the reason for every change.
 """
 
+import json
 import sys
 import threading
 from array import array
@@ -620,6 +621,12 @@ class QueuePlaces:
         numbers, index = self.numbers, self.index
         ordered = sorted(index, key=lambda job_id: (numbers[index[job_id] + 1], job_id))
         return {job_id: rank for rank, job_id in enumerate(ordered, start=1)}
+
+    @cached_property
+    def ranks_json(self) -> str:
+        """``ranks`` as a JSON object keyed by job id, for SQL to sort by (``jobs.queries.queue_rank``): made once
+        per decoded table, not per request (10,000 waiting jobs are 150 kB of it)."""
+        return json.dumps({str(job_id): rank for job_id, rank in self.ranks.items()})
 
     def queue_key(self, job_id: int, submitted_at: datetime) -> tuple:
         """A waiting job's sort key in queue order (``ranks``); a job no pass has seen yet comes last, by

@@ -6,7 +6,6 @@ from the same snapshots the pass decides on (``snapshots``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from django.db.models import Case, Count, F, Func, IntegerField, Max, Q, QuerySet, Value, When
@@ -162,8 +161,8 @@ class _RankOf(Func):
 def queue_rank() -> Case:
     """Each job's rank in queue order (1 first) while it waits, NULL otherwise, as an expression to sort a
     queryset by: the places are the queue table's (``models.queue_places``), not columns of the job rows."""
-    ranks = json.dumps({str(job_id): rank for job_id, rank in queue_places().ranks.items()})
-    return Case(When(status__in=WAITING_STATUSES, then=_RankOf(Value(ranks), F("pk"))), default=None,
+    ranks = Value(queue_places().ranks_json)
+    return Case(When(status__in=WAITING_STATUSES, then=_RankOf(ranks, F("pk"))), default=None,
                 output_field=IntegerField())
 
 

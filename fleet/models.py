@@ -165,6 +165,17 @@ class AdminState(models.TextChoices):
     DRAINING = "draining", _("Draining")
 
 
+def is_schedulable(admin_state: str, health: str) -> bool:
+    """A node takes new work when admins left it active and it is not unhealthy (``Node.schedulable``; the same rule
+    as a filter: ``NodeQuerySet.schedulable``)."""
+    return admin_state == AdminState.ACTIVE and health != Health.UNHEALTHY
+
+
+def is_healthy(health: str) -> bool:
+    """A GPU (or node) may take work unless it is unhealthy: a suspect one still runs jobs while it is watched."""
+    return health != Health.UNHEALTHY
+
+
 class NodeQuerySet(models.QuerySet):
     def schedulable(self):
         return self.filter(admin_state=AdminState.ACTIVE).exclude(health=Health.UNHEALTHY)
@@ -225,7 +236,7 @@ class Node(TimeStampedModel):
 
     @property
     def schedulable(self) -> bool:
-        return self.admin_state == AdminState.ACTIVE and self.health != Health.UNHEALTHY
+        return is_schedulable(self.admin_state, self.health)
 
     @property
     def state(self) -> str:
@@ -263,8 +274,7 @@ class GPU(TimeStampedModel):
 
     @property
     def healthy(self) -> bool:
-        """May take work: not unhealthy (a suspect GPU still runs jobs while it is watched)."""
-        return self.health != Health.UNHEALTHY
+        return is_healthy(self.health)
 
 
 class OutsideWork(models.Model):

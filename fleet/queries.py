@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy
 
 from fleet import occupancy
 from fleet.catalogue import accelerator_models
-from fleet.models import GPU, AdminState, Health, Node, Vendor
+from fleet.models import GPU, AdminState, Health, Node, Vendor, is_healthy, is_schedulable
 
 
 @dataclass
@@ -61,7 +61,7 @@ class _NodeFacts(NamedTuple):
     rack: str
     health: str
     admin_state: str
-    gpus: list  # (pk, index, health) of each of its GPUs
+    gpus: list[tuple[int, int, str]]  # (pk, index, health) of each of its GPUs
 
 
 def _node_facts() -> list[_NodeFacts]:
@@ -85,16 +85,15 @@ def capacity_summary(with_nodes: bool = False) -> list[ModelCapacity]:
         row = summary.setdefault(facts.gpu_model, ModelCapacity(facts.gpu_model))
         busy = {pk for pk, index, _health in facts.gpus if index in held.get(facts.pk, ())}
         taken = len(busy)
-        usable = facts.admin_state == AdminState.ACTIVE and facts.health != Health.UNHEALTHY
-        free = sum(1 for pk, _index, health in facts.gpus if pk not in busy and health != Health.UNHEALTHY) \
-            if usable else 0
+        usable = is_schedulable(facts.admin_state, facts.health)
+        free = sum(1 for pk, _index, health in facts.gpus if pk not in busy and is_healthy(health)) if usable else 0
         row.nodes += 1
         row.schedulable_nodes += usable
         row.gpus += len(facts.gpus)
         row.allocated += taken
         row.free += free
-        row.unhealthy += len(facts.gpus) if facts.health == Health.UNHEALTHY else sum(
-            1 for _pk, _index, health in facts.gpus if health == Health.UNHEALTHY)
+        row.unhealthy += len(facts.gpus) if not is_healthy(facts.health) else sum(
+            1 for _pk, _index, health in facts.gpus if not is_healthy(health))
         if facts.admin_state != AdminState.ACTIVE and facts.health != Health.UNHEALTHY:
             row.unavailable += len(facts.gpus)
         row.largest_on_node = max(row.largest_on_node, free)

@@ -2,9 +2,9 @@
 and when it should start (one packed table per pass).
 
 A reason changes for a few jobs per pass and each change is an event on the job's timeline, so reasons stay rows
-(``JobQueueState``), compared with what this process last wrote (``KeptReasons``: one query reads every waiting
-job's status and its row's fingerprint, and only the rows that differ are written; compared in Python on the
-embedded demo's SQLite, by the same rule).
+(``JobQueueState``), compared with what this process last wrote (``KeptReasons``: two plain reads give every
+stored row's fingerprint and every waiting job's status, and only the rows that differ are written; on the
+embedded demo's SQLite the stored rows are read and compared, by the same rule).
 
 Places and estimates change for nearly every job in a busy queue (one job ahead starts and every job behind moves
 up; jobs that end early move every estimate), so they are written as one ``QueueTable`` row: ``PLACE_FIELDS``
@@ -41,6 +41,8 @@ from scheduling.models import (
 
 #: What a waiting job's reason row holds.
 REASON_FIELDS = ["wait_reason", "wait_reason_params"]
+#: Reasons by job id: (reason code, its numbers), as the engine gave them.
+Reasons = dict[int, tuple[str, dict]]
 
 
 def tolerance() -> float:
@@ -48,7 +50,7 @@ def tolerance() -> float:
     return float(settings.SCHEDULER["ESTIMATE_TOLERANCE_SECONDS"])
 
 
-def store(values: dict[int, tuple[str, dict]]) -> tuple[dict[int, tuple[str, bool]], int]:
+def store(values: Reasons) -> tuple[dict[int, tuple[str, bool]], int]:
     """Write the reasons ``values`` ((reason, params) by job id) of the jobs that still wait; returns, for each of
     them, its status and whether its reason changed (or it had no state yet), and how many rows were written."""
     if connection.vendor != "postgresql":
@@ -66,26 +68,30 @@ MARK = 'hashtextextended(ROW(q."wait_reason", q."wait_reason_params")::text, 0)'
 class KeptReasons:
     """The reasons this process last read or wrote, each with the fingerprint of the row that holds it.
 
-    Copying 10,000 reasons to the database each pass to compare them there cost a third of the apply step, though a
-    tenth of them change. So one query reads every waiting job's status and its stored row's fingerprint; where the
-    fingerprint is the one kept here, the stored reason is the kept one and is compared in Python, and only the
-    rows that differ are sent. The check is level-triggered: a row someone else wrote, deleted or rolled back has
-    another fingerprint (or none) and is read again, so nothing kept is trusted without the database's word."""
+    Copying 10,000 reasons to the database each pass to compare them there cost more than the comparison saved,
+    though a tenth of them change. So the pass reads every stored row's fingerprint and every waiting job's status
+    (two plain queries); where a row's fingerprint is the one kept here, the stored reason is the kept one and is
+    compared in Python, and only the rows that differ are sent. The check is level-triggered: a row someone else
+    wrote or a write rolled back has another fingerprint and is read again, a row deleted has none and is written
+    anew, so nothing kept is trusted without the database's word. What is kept is what the engine gave, so a
+    reason read back from the database (lists where the engine had tuples) may be written once more, equal."""
 
     rows: dict[int, tuple[int, tuple[str, dict]]] = field(default_factory=dict)  # job id: (mark, (reason, params))
-    last: dict = field(default_factory=dict)  # what the last store did: rows read again, rows written
+    last: dict[str, int] = field(default_factory=dict)  # what the last store did: rows read again, rows written
 
-    def store(self, values: dict[int, tuple[str, dict]]) -> tuple[dict[int, tuple[str, bool]], int]:
+    def store(self, values: Reasons) -> tuple[dict[int, tuple[str, bool]], int]:
+        """``queue_states.store`` on PostgreSQL, given every cluster's waiting jobs at once (what is kept of the jobs
+        it is not given but that still wait is kept for the next pass)."""
         table, jobs = JobQueueState._meta.db_table, Job._meta.db_table
-        waiting = ", ".join(["%s"] * len(WAITING_STATUSES))
         with connection.cursor() as cursor:
             # Two plain reads rather than a join: a join's plan follows the statistics, and those of a table that
             # went from empty to 10,000 rows within a minute can make it a scan per job.
             cursor.execute(f'SELECT q."job_id", {MARK} FROM "{table}" q')  # noqa: S608
             marks = dict(cursor.fetchall())
-            cursor.execute(f'SELECT "id", "status" FROM "{jobs}" WHERE "status" IN ({waiting})',  # noqa: S608
-                           list(WAITING_STATUSES))
-            now = {job_id: (status, marks.get(job_id)) for job_id, status in cursor.fetchall() if job_id in values}
+            cursor.execute(f'SELECT "id", "status" FROM "{jobs}" WHERE "status" IN '  # noqa: S608
+                           f'({", ".join(["%s"] * len(WAITING_STATUSES))})', list(WAITING_STATUSES))
+            waiting = dict(cursor.fetchall())
+            now = {job_id: (status, marks.get(job_id)) for job_id, status in waiting.items() if job_id in values}
             unknown = [job_id for job_id, (_status, mark) in now.items()
                        if mark is not None and self.rows.get(job_id, (None,))[0] != mark]
             if unknown:  # written by someone else, or not by this process: read as stored
@@ -96,30 +102,37 @@ class KeptReasons:
             found, new, changed = {}, [], []
             for job_id, (status, mark) in now.items():
                 kept = self.rows.get(job_id)
-                if mark is None or kept is None or kept[0] != mark:  # no state yet (or gone since it was read)
+                if mark is None:  # no state yet
                     found[job_id] = (status, True)
                     new.append(job_id)
-                    continue
-                found[job_id] = (status, kept[1][0] != values[job_id][0])
-                if kept[1] != values[job_id]:  # a steady queue writes nothing
+                elif kept is None or kept[0] != mark:  # written again since it was read a moment ago: overwritten
+                    found[job_id] = (status, True)
                     changed.append(job_id)
-            written = self._write(cursor, changed, values, new=False) + self._write(cursor, new, values, new=True)
-        for job_id in self.rows.keys() - now.keys():  # no longer waits: its row goes with it (``lifecycle``)
+                else:
+                    found[job_id] = (status, kept[1][0] != values[job_id][0])
+                    if kept[1] != values[job_id]:  # a steady queue writes nothing
+                        changed.append(job_id)
+            written = self._write(cursor, changed, values, new=False) | self._write(cursor, new, values, new=True)
+        # A job whose row was not written stopped waiting since its status was read (its row goes with it): no
+        # event, no place. (A row inserted meanwhile by another writer is read by the next pass.)
+        for job_id in {*changed, *new} - written:
+            del found[job_id]
+        for job_id in self.rows.keys() - waiting.keys():  # no longer waits: its row goes with it (``lifecycle``)
             del self.rows[job_id]
-        self.last = {"read": len(unknown), "written": written}
-        return found, written
+        self.last = {"read": len(unknown), "written": len(written)}
+        return found, len(written)
 
-    def _write(self, cursor, ids: list[int], values, *, new: bool) -> int:
+    def _write(self, cursor, ids: list[int], values: Reasons, *, new: bool) -> set[int]:
         """Update (or insert, ``new``) the rows of ``ids`` whose job still waits, in one statement; keeps what was
-        written with its fingerprint."""
+        written with its fingerprint and returns the jobs written."""
         if not ids:
-            return 0
+            return set()
         table, jobs = JobQueueState._meta.db_table, Job._meta.db_table
         # The rows travel as one JSON document: an array parameter of jsonb costs more to encode than to write.
         rows = (f'jsonb_to_recordset(%s::jsonb) t ("id" bigint, "reason" text, "params" jsonb) WHERE EXISTS '  # noqa: S608
                 f'(SELECT 1 FROM "{jobs}" j WHERE j."id" = t."id" AND j."status" IN '
                 f'({", ".join(["%s"] * len(WAITING_STATUSES))}))')
-        if new:  # a row written meanwhile by another pass is left: the next pass reads it by its fingerprint
+        if new:
             sql = (f'INSERT INTO "{table}" AS q ("job_id", "wait_reason", "wait_reason_params") '  # noqa: S608
                    f'SELECT t."id", t."reason", t."params" FROM {rows} ON CONFLICT ("job_id") DO NOTHING '
                    f'RETURNING q."job_id", {MARK}')
@@ -134,15 +147,16 @@ class KeptReasons:
             self.rows.pop(job_id, None)
         for job_id, mark in marks:
             self.rows[job_id] = (mark, values[job_id])
-        return len(marks)
+        return {job_id for job_id, _mark in marks}
 
 
 #: This process's kept reasons (a worker runs one pass at a time).
 KEPT = KeptReasons()
 
 
-def _store_here(values: dict[int, tuple[str, dict]]) -> tuple[dict[int, tuple[str, bool]], int]:
-    """``store`` compared in Python, for a database without COPY (the embedded demo's SQLite): the same answer."""
+def _store_here(values: Reasons) -> tuple[dict[int, tuple[str, bool]], int]:
+    """``store`` for a database without PostgreSQL's fingerprints (the embedded demo's SQLite): the stored rows of
+    the jobs are read and compared in Python, with the same answer."""
     found, new, changed = {}, [], []
     for job_id, status, *state in Job.objects.filter(pk__in=values, status__in=WAITING_STATUSES).values_list(
             "id", "status", *(f"queue_state__{name}" for name in REASON_FIELDS), "queue_state__job_id"):

@@ -118,15 +118,17 @@ def _run_pass() -> PassReport:
             transaction.on_commit(lambda: committed.append(True))  # first of this pass's commit hooks
             snapshots, node_by_id, gpu_by_key = load_snapshots()
             report.load_seconds = time.monotonic() - started
+            waiting = []
             for name, snapshot in snapshots.items():
                 engine_started = time.monotonic()
                 result = engine.schedule(snapshot)
                 applied = time.monotonic()
                 report.engine_seconds += applied - engine_started
                 report.shares[name] = result.shares
-                _apply(result, node_by_id, gpu_by_key, report)
+                waiting += _apply(result, node_by_id, gpu_by_key, report)
                 report.apply_seconds += time.monotonic() - applied
             applied = time.monotonic()
+            _store_waits(waiting, timezone.now(), report)  # every cluster's at once: one comparison of the reasons
             _store_places(snapshots, report)
             report.apply_seconds += time.monotonic() - applied
     except Exception:
@@ -144,7 +146,9 @@ def _run_pass() -> PassReport:
     return report
 
 
-def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport) -> None:
+def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport) -> list:
+    """Store one cluster's admissions and preemptions and end its hopeless jobs; returns the jobs that wait on,
+    whose reasons the pass stores for every cluster at once."""
     now = timezone.now()
     ids = ([a.job_id for a in result.admissions] + [p.victim_id for p in result.preemptions]
            + [p.preemptor_id for p in result.preemptions])
@@ -152,7 +156,7 @@ def _apply(result: engine.PassResult, node_by_id, gpu_by_key, report: PassReport
     _preempt(result.preemptions, jobs, now, report)
     _admit(result.admissions, jobs, node_by_id, gpu_by_key, now, report)
     # a job whose dependency can never be met ends (jobs.dependencies), as one that avoids every node does
-    _store_waits(dependencies.end_unmeetable(_end_hopeless(result.waiting, now, report), now), now, report)
+    return dependencies.end_unmeetable(_end_hopeless(result.waiting, now, report), now)
 
 
 def _preempt(preemptions, jobs: dict, now, report: PassReport) -> None:

@@ -4,7 +4,7 @@ import pytest
 
 from fleet import queries
 from fleet.agents.polling import poll_agents
-from fleet.models import Node
+from fleet.models import GPU, AdminState, Health, Node
 from scheduling.jobs import submission
 from tests.conftest import job_payload
 
@@ -41,6 +41,25 @@ def test_task_view_largest_job_per_node_rack_and_cluster(client, users):
     assert a100.largest_in_cluster == 16  # two whole nodes; 3 x 5 = 15 would be less
     html = login(client, "bob").get("/cluster/").content.decode()
     assert '<td class="nums free">21 / 32</td>' in html
+
+
+def test_capacity_counts_unhealthy_and_cordoned_gpus_and_lists_nodes_in_order(users):
+    job = submission.submit_job(users["alice"], job_payload(gpu_model="A100", gpus_per_node=3))
+    nodes = list(Node.objects.filter(gpu_model="A100"))  # the fleet page's order: cluster, datacenter, rack, name
+    held_gpus = {a.gpu for a in job.allocations.select_related("gpu__node")}
+    held = next(iter(held_gpus)).node
+    cordoned, sick = [n for n in nodes if n != held][:2]
+    Node.objects.filter(pk=cordoned.pk).update(admin_state=AdminState.CORDONED)
+    Node.objects.filter(pk=sick.pk).update(health=Health.UNHEALTHY)
+    GPU.objects.filter(node=held, index=7).update(health=Health.UNHEALTHY)
+    a100 = {c.gpu_model: c for c in queries.capacity_summary()}["A100"]
+    assert (a100.nodes, a100.schedulable_nodes, a100.gpus, a100.allocated) == (4, 2, 32, 3)
+    assert (a100.unhealthy, a100.unavailable, a100.free) == (9, 8, 4 + 8)  # the held node's 4 left, a whole node
+    listed = {c.gpu_model: c for c in queries.capacity_summary(with_nodes=True)}["A100"]
+    assert [row["node"] for row in listed.node_rows] == nodes
+    row = next(r for r in listed.node_rows if r["node"] == held)
+    assert [g.index for g in row["gpus"]] == list(range(8)) and row["taken"] == 3 and row["free"] == 4
+    assert row["busy"] == {g.pk for g in held_gpus}
 
 
 def test_largest_gang_arithmetic():

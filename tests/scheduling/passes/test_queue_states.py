@@ -1,11 +1,11 @@
-"""What the pass says of waiting jobs: reasons written in bulk where the rows are (PostgreSQL) and compared in
-Python (every other database) with the same answer, and the queue table of places and estimates, which a steady
-queue does not write again and every reader reads as the engine said it."""
+"""What the pass says of waiting jobs: reasons compared with the ones the worker kept and checked by the rows'
+fingerprints (PostgreSQL) or read and compared (every other database), with the same answer, and the queue table
+of places and estimates, which a steady queue does not write again and every reader reads as the engine said it."""
 
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from scheduling import engine, lifecycle
@@ -61,6 +61,31 @@ def test_kept_reasons_are_trusted_only_where_the_database_holds_them():
     assert found[jobs[1].pk] == (JobStatus.QUEUED, True) and found[jobs[2].pk] == (JobStatus.QUEUED, True)
     assert _stored(moved) == moved
     assert queue_states.store(moved) == (dict.fromkeys(moved, (JobStatus.QUEUED, False)), 0)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the kept reasons are checked by PostgreSQL's hash")
+def test_kept_reasons_survive_other_clusters_rollbacks_and_restarts():
+    users = build_world()["users"]
+    jobs = [submission.submit_job(users["alice"], job_payload(gpus_per_node=8)) for _ in range(4)]
+    one, two = ({job.pk: ("quota", {"used": 1}) for job in half} for half in (jobs[:2], jobs[2:]))
+    queue_states.store(one)
+    queue_states.store(two)  # another batch (a pass stores them all at once) leaves the first one's kept
+    assert queue_states.store(one)[1] == 0 and queue_states.KEPT.last == {"read": 0, "written": 0}
+
+    moved = {**one, jobs[0].pk: ("gpus_busy", {}), jobs[1].pk: ("quota", {"used": 2})}
+    with pytest.raises(RuntimeError), transaction.atomic():  # a pass that failed after storing
+        queue_states.store(moved)
+        JobQueueState.objects.filter(job_id=jobs[2].pk).delete()
+        raise RuntimeError
+    found, written = queue_states.store(moved)  # the rolled-back rows are read again, and written over
+    assert (written, queue_states.KEPT.last["read"]) == (2, 2) and found[jobs[0].pk] == (JobStatus.QUEUED, True)
+    assert found[jobs[1].pk] == (JobStatus.QUEUED, False)  # new numbers, the same reason: no event
+
+    restarted = queue_states.KeptReasons()  # a fresh worker reads what is stored once, and writes nothing equal
+    assert restarted.store({**moved, **two})[1] == 0 and restarted.last == {"read": 4, "written": 0}
+    lifecycle.transition(jobs[3], JobStatus.CANCELLED, "test: cancelled")
+    found, written = restarted.store({**moved, **two})
+    assert jobs[3].pk not in found and written == 0 and jobs[3].pk not in restarted.rows
 
 
 def test_every_reader_sees_the_places_and_estimates_the_engine_gave():

@@ -35,6 +35,10 @@ class ApproverScope(models.TextChoices):
 #: The justification the portal gives a job that waits for approval of its task type (stored in English, read in
 #: the reader's language: ``PriorityRequest.justification_text``).
 ADMISSION_JUSTIFICATION = gettext_noop("Task type %(t)s needs approval before the job may queue.")
+#: The same for the tasks of an array or the replicas of a service submitted together: one request for them all.
+GROUP_ADMISSION_JUSTIFICATION = gettext_noop(
+    "Task type %(t)s needs approval before the %(n)d jobs submitted together with this one may queue; one "
+    "decision covers them all.")
 
 
 class PriorityRequest(TimeStampedModel):
@@ -61,6 +65,9 @@ class PriorityRequest(TimeStampedModel):
     start = models.DateTimeField(_("start"), null=True, blank=True)
     end = models.DateTimeField(_("end"), null=True, blank=True)
     max_runtime_minutes = models.PositiveIntegerField(_("max runtime (minutes)"), null=True, blank=True)
+    jobs = models.PositiveIntegerField(_("jobs"), default=1, help_text=_(
+        "How many jobs an admission decides: the tasks of an array or the replicas of a service submitted "
+        "together are decided at once."))
     guaranteed = models.PositiveIntegerField(_("guaranteed GPUs"), null=True, blank=True)
     limit = models.PositiveIntegerField(_("limit GPUs"), null=True, blank=True)
     impact = models.JSONField(_("impact"), default=dict, blank=True)
@@ -91,9 +98,10 @@ class PriorityRequest(TimeStampedModel):
     def justification_text(self) -> str:
         """The justification in the reader's language when the portal wrote it (a job that waits for approval of
         its task type); as its requester typed it otherwise."""
-        if self.kind == RequestKind.ADMISSION and self.task_type_id and self.justification == (
-                ADMISSION_JUSTIFICATION % {"t": self.task_type.name}):
-            return gettext(ADMISSION_JUSTIFICATION) % {"t": self.task_type.display_name}
+        if self.kind == RequestKind.ADMISSION and self.task_type_id:
+            for text in (ADMISSION_JUSTIFICATION, GROUP_ADMISSION_JUSTIFICATION):
+                if self.justification == text % {"t": self.task_type.name, "n": self.jobs}:
+                    return gettext(text) % {"t": self.task_type.display_name, "n": self.jobs}
         return self.justification
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from django.conf import settings
 from django.dispatch import receiver
 from django.utils import timezone
@@ -19,8 +21,11 @@ from scheduling.signals import job_status_changed
 @receiver(job_status_changed)
 def _on_job_status_changed(sender, jobs, from_status, to_status, reasons, actor, at, **kwargs):
     if to_status == JobStatus.PENDING and from_status == "":
+        together = defaultdict(list)  # an array's tasks (a service's replicas) submitted at once: one request
         for job in jobs:
-            request_admission(job)
+            together[("group", job.group_id) if job.group_id else ("job", job.pk)].append(job)
+        for group in together.values():
+            request_admission(group)
         return
     if at is not None and (timezone.now() - at).total_seconds() > settings.GOVERNANCE["NOTIFY_MAX_AGE_SECONDS"]:
         return  # history being imported, not news

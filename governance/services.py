@@ -25,6 +25,7 @@ from fleet.catalogue import gpu_model_catalogue
 from governance import impact as what_if
 from governance.models import (
     ADMISSION_JUSTIFICATION,
+    GROUP_ADMISSION_JUSTIFICATION,
     ApproverScope,
     NotificationKind,
     PriorityRequest,
@@ -264,14 +265,27 @@ def submit_request(user, data, confirm=None) -> PriorityRequest | None:
     return request
 
 
-def request_admission(job: Job) -> PriorityRequest:
-    """A job whose task type needs approval waits in ``pending`` with this request for the tenant's approvers."""
+def request_admission(jobs: list[Job]) -> PriorityRequest:
+    """Jobs whose task type needs approval wait in ``pending`` with this request for the tenant's approvers: one
+    job, or the jobs of one group (an array's tasks, a service's replicas) submitted together, which one decision
+    covers (``jobs_of``). An array of 10,000 tasks is one request for the approvers, not 10,000."""
+    job = min(jobs, key=lambda j: j.pk)
+    text = GROUP_ADMISSION_JUSTIFICATION if len(jobs) > 1 else ADMISSION_JUSTIFICATION
     request = PriorityRequest.objects.create(
         kind=K.ADMISSION, scope=ApproverScope.TENANT, tenant=job.tenant, requester=job.owner, job=job,
-        task_type=job.task_type, justification=ADMISSION_JUSTIFICATION % {"t": job.task_type.name},
+        jobs=len(jobs), task_type=job.task_type, justification=text % {"t": job.task_type.name, "n": len(jobs)},
         expires_at=timezone.now() + timedelta(hours=settings.GOVERNANCE["REQUEST_TTL_HOURS"]))
     _announce_submitted(request)
     return request
+
+
+def jobs_of(request: PriorityRequest) -> list[Job]:
+    """The jobs an admission request decides: its job, and with it the rest of the group's jobs submitted together
+    (the next ``jobs`` members of its group from it on, by id: replicas added later have requests of their own)."""
+    if request.jobs > 1 and request.job.group_id:
+        return list(Job.objects.filter(group_id=request.job.group_id, pk__gte=request.job_id).order_by("pk")
+                    [:request.jobs])
+    return [request.job]
 
 
 def _announce_submitted(request: PriorityRequest) -> None:
@@ -344,10 +358,10 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
     """Make the approved change; returns what changed, for the audit record."""
     who = user.get_username()
     if request.kind == K.ADMISSION:
-        job = request.job
-        job_actions.approve_admission(job, Phrase(gettext_noop("Approved by %(u)s. %(c)s") if comment else
-                                                  gettext_noop("Approved by %(u)s."), {"u": who, "c": comment}), user)
-        return {"job": job.pk, "status": job.status}
+        moved = job_actions.approve_admission(jobs_of(request), Phrase(
+            gettext_noop("Approved by %(u)s. %(c)s") if comment else gettext_noop("Approved by %(u)s."),
+            {"u": who, "c": comment}), user)
+        return {"job": request.job_id, "jobs": moved}
     if request.kind == K.PRIORITY:
         job = Job.objects.select_related("task_type").get(pk=request.job_id)
         before = job_actions.change_task_type(
@@ -380,11 +394,12 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
 
 
 def _refuse(user, request: PriorityRequest, comment: str) -> dict:
-    if request.kind == K.ADMISSION and job_actions.refuse_admission(
-            request.job, Phrase(gettext_noop("Not approved by %(u)s. %(c)s") if comment else
-                                gettext_noop("Not approved by %(u)s."), {"u": user.get_username(), "c": comment}),
-            user):
-        return {"job": request.job_id, "status": JobStatus.CANCELLED}
+    if request.kind == K.ADMISSION:
+        cancelled = job_actions.refuse_admission(jobs_of(request), Phrase(
+            gettext_noop("Not approved by %(u)s. %(c)s") if comment else gettext_noop("Not approved by %(u)s."),
+            {"u": user.get_username(), "c": comment}), user)
+        if cancelled:
+            return {"job": request.job_id, "jobs": cancelled, "status": JobStatus.CANCELLED}
     return {}
 
 
@@ -397,7 +412,7 @@ def expire(request: PriorityRequest, now=None) -> bool:
             return False
         request.state = RequestState.EXPIRED
         if request.kind == K.ADMISSION and request.job:
-            job_actions.refuse_admission(request.job, Phrase(gettext_noop(
+            job_actions.refuse_admission(jobs_of(request), Phrase(gettext_noop(
                 "Nobody approved it within %(h)g hours; the request expired."), {
                 "h": settings.GOVERNANCE["REQUEST_TTL_HOURS"]}))
         audit.record(AuditAction.REQUEST_EXPIRE, request, actor=None, before={"state": RequestState.PENDING},

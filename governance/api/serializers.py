@@ -28,7 +28,7 @@ class PriorityRequestSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = PriorityRequest
-        fields = ["id", "kind", "state", "scope", "tenant", "requester", "justification", "job", "task_type",
+        fields = ["id", "kind", "state", "scope", "tenant", "requester", "justification", "job", "jobs", "task_type",
                   "gpu_model", "gpus", "start", "end", "max_runtime_minutes", "guaranteed", "limit", "impact",
                   "expires_at", "decided_by", "decided_at", "comment", "created"]
         read_only_fields = fields

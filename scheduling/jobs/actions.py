@@ -72,20 +72,21 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
     return job
 
 
-def approve_admission(job: Job, reason: str, actor) -> bool:
-    """Queue a job that waited for approval; False when it no longer waits for one."""
-    if job.status != JobStatus.PENDING:
-        return False
-    lifecycle.transition(job, JobStatus.QUEUED, reason, actor=actor)
-    return True
+def approve_admission(jobs: list[Job], reason: str, actor) -> int:
+    """Queue the jobs that waited for approval (an array's tasks are decided at once); returns how many moved
+    (a job cancelled meanwhile no longer waits for it)."""
+    return len(lifecycle.transition_many(_awaiting_approval(jobs), JobStatus.QUEUED, dict.fromkeys(
+        (job.pk for job in jobs), reason), actor=actor, skip_moved=True))
 
 
-def refuse_admission(job: Job, reason: str, actor=None) -> bool:
-    """Cancel a job whose approval was refused or expired; False when it no longer waits for one."""
-    if job.status != JobStatus.PENDING:
-        return False
-    lifecycle.transition(job, JobStatus.CANCELLED, reason, actor=actor)
-    return True
+def refuse_admission(jobs: list[Job], reason: str, actor=None) -> int:
+    """Cancel the jobs whose approval was refused or expired; returns how many no longer wait for it."""
+    return len(lifecycle.transition_many(_awaiting_approval(jobs), JobStatus.CANCELLED, dict.fromkeys(
+        (job.pk for job in jobs), reason), actor=actor, skip_moved=True))
+
+
+def _awaiting_approval(jobs: list[Job]) -> list[Job]:
+    return [job for job in jobs if job.status == JobStatus.PENDING]
 
 
 def stop_with_service(job: Job, reason: str) -> None:

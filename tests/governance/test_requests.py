@@ -214,6 +214,37 @@ def test_priority_that_would_preempt_another_tenant_goes_to_the_platform(users, 
     assert governance.decision_refusal(users["carol"], PriorityRequest.objects.get(pk=created["id"]))
 
 
+def test_an_array_needing_approval_is_one_request_and_one_decision(users, api):
+    TaskType.objects.filter(code="inference").update(requires_approval=True)
+    body = job_payload(task_type="inference", gpus_per_node=1, command="sim:minutes=5")
+    answer = api("alice").post("/api/jobs/batch/", {"jobs": [  # one submission, three requests
+        {**body, "kind": "array", "array": "0-4"}, {**body, "kind": "array", "array": "0-1"}, body]}, format="json")
+    assert answer.status_code == 201, answer.content[:500]
+    sweep, later, single = answer.json()["jobs"]
+    [request] = PriorityRequest.objects.filter(job_id=min(sweep["ids"]))
+    assert request.jobs == 5 and PriorityRequest.objects.filter(kind="admission").count() == 3
+    assert "the 5 jobs submitted together with this one" in request.justification_text
+    assert Notification.objects.filter(user=users["carol"], kind="request_submitted").count() == 3
+    listed = api("carol").get(f"/api/priority-requests/{request.pk}/").json()
+    assert listed["jobs"] == 5 and listed["job"] == min(sweep["ids"])
+
+    Job.objects.filter(pk=sweep["ids"][1]).update(status=JobStatus.CANCELLED)  # cancelled meanwhile: left alone
+    decided = api("carol").post(f"/api/priority-requests/{request.pk}/approve/", {"comment": "ok"}, format="json")
+    assert decided.status_code == 200, decided.content
+    statuses = dict(Job.objects.filter(pk__in=sweep["ids"] + later["ids"] + single["ids"]).values_list(
+        "pk", "status"))
+    assert statuses[sweep["ids"][1]] == JobStatus.CANCELLED
+    assert all(statuses[pk] != JobStatus.PENDING for pk in sweep["ids"])
+    assert all(statuses[pk] == JobStatus.PENDING for pk in later["ids"] + single["ids"])  # their own requests
+    record = AuditRecord.objects.get(action=AuditAction.REQUEST_APPROVE, object_id=str(request.pk))
+    assert record.after["jobs"] == 4
+
+    [other] = PriorityRequest.objects.filter(job_id=min(later["ids"]))
+    api("carol").post(f"/api/priority-requests/{other.pk}/deny/", {"comment": "not now"}, format="json")
+    assert set(Job.objects.filter(pk__in=later["ids"]).values_list("status", flat=True)) == {JobStatus.CANCELLED}
+    assert Job.objects.get(pk=single["ids"][0]).status == JobStatus.PENDING
+
+
 def test_the_approver_sees_impact_usage_and_the_queue_before_deciding(users, api, client):
     waiting = fill_vision_a100(users)
     created = api("alice").post("/api/priority-requests/", {

@@ -28,6 +28,8 @@ EXTRA_LABELS = {
     "before": gettext_noop("before"),
     "evidence": gettext_noop("evidence"),
     "job": gettext_noop("job"),
+    "queued": gettext_noop("jobs queued"),
+    "cancelled": gettext_noop("jobs cancelled"),
     "kind": gettext_noop("kind"),
     "preemptor": gettext_noop("preempting job"),
     "preemptor_tenant": gettext_noop("tenant of the preempting job"),

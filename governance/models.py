@@ -37,8 +37,8 @@ class ApproverScope(models.TextChoices):
 ADMISSION_JUSTIFICATION = gettext_noop("Task type %(t)s needs approval before the job may queue.")
 #: The same for the tasks of an array or the replicas of a service submitted together: one request for them all.
 GROUP_ADMISSION_JUSTIFICATION = gettext_noop(
-    "Task type %(t)s needs approval before the %(n)d jobs submitted together with this one may queue; one "
-    "decision covers them all.")
+    "Task type %(t)s needs approval before these %(n)d jobs, submitted together, may queue; one decision covers "
+    "them all.")
 
 
 class PriorityRequest(TimeStampedModel):

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from django.utils.translation import gettext
 
+from governance.models import PriorityRequest, RequestKind
 from scheduling.engine import render_reason
 from scheduling.models import Job, WaitReason, label_of, rule_words
 
@@ -111,3 +112,16 @@ def impact_sections(impact: dict, user) -> dict:
         job=by_id.get(subject.get("job")), before=_outcome(subject.get("before"), by_id),
         after=_outcome(subject.get("after"), by_id)) if subject else None
     return sections
+
+
+def requests_about(job: Job) -> list[PriorityRequest]:
+    """The requests about ``job``: its own, and the admission request of the array's tasks (a service's replicas)
+    it was submitted with, which is made for the first of them and decides them all (``services.jobs_of``)."""
+    found = list(job.requests.all())
+    if job.group_id and not any(r.kind == RequestKind.ADMISSION for r in found):
+        shared = (PriorityRequest.objects.filter(kind=RequestKind.ADMISSION, job__group_id=job.group_id,
+                                                 job_id__lt=job.pk, jobs__gt=1).order_by("-job_id").first())
+        if shared and Job.objects.filter(group_id=job.group_id, pk__gte=shared.job_id,
+                                         pk__lte=job.pk).count() <= shared.jobs:
+            found.append(shared)
+    return found

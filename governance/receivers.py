@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 
 from governance.models import NotificationKind
 from governance.notifications.services import notify
-from governance.services import request_admission
+from governance.services import ADMISSION_ENDINGS, request_admission
 from scheduling.jobs import dependencies
 from scheduling.jobs.efficiency import efficiency_of
 from scheduling.models import ACTIVE_STATUSES, FailureCategory, JobStatus, MailType
@@ -81,6 +81,8 @@ def _job_notice(job, from_status: str, to_status: str, actor, reason=None):
             else _("unclassified")}
     if to_status == JobStatus.PREEMPTED:
         return NotificationKind.JOB_PREEMPTED, lambda: _("Job #%(id)d %(name)s was preempted") % params
+    if getattr(reason, "msgid", None) in ADMISSION_ENDINGS:
+        return None  # its requester is told of the request's decision or expiry, once for all the jobs it decided
     never = getattr(reason, "msgid", None) == dependencies.NEVER_SATISFIED
     if to_status == JobStatus.CANCELLED and (never or (actor is not None and actor.pk != job.owner_id)):
         return NotificationKind.JOB_CANCELLED, lambda: _("Job #%(id)d %(name)s was cancelled") % params

@@ -265,6 +265,14 @@ def submit_request(user, data, confirm=None) -> PriorityRequest | None:
     return request
 
 
+#: Why a job that waited for approval was cancelled: its requester is told of the request's decision (or expiry),
+#: so the jobs are not each announced again (an array of 10,000 tasks would be 10,000 notices).
+NOT_APPROVED = gettext_noop("Not approved by %(u)s.")
+NOT_APPROVED_SAYING = gettext_noop("Not approved by %(u)s. %(c)s")
+UNAPPROVED_IN_TIME = gettext_noop("Nobody approved it within %(h)g hours; the request expired.")
+ADMISSION_ENDINGS = frozenset({NOT_APPROVED, NOT_APPROVED_SAYING, UNAPPROVED_IN_TIME})
+
+
 def request_admission(jobs: list[Job]) -> PriorityRequest:
     """Jobs whose task type needs approval wait in ``pending`` with this request for the tenant's approvers: one
     job, or the jobs of one group (an array's tasks, a service's replicas) submitted together, which one decision
@@ -283,8 +291,8 @@ def jobs_of(request: PriorityRequest) -> list[Job]:
     """The jobs an admission request decides: its job, and with it the rest of the group's jobs submitted together
     (the next ``jobs`` members of its group from it on, by id: replicas added later have requests of their own)."""
     if request.jobs > 1 and request.job.group_id:
-        return list(Job.objects.filter(group_id=request.job.group_id, pk__gte=request.job_id).order_by("pk")
-                    [:request.jobs])
+        return list(Job.objects.filter(group_id=request.job.group_id, tenant_id=request.tenant_id,
+                                       pk__gte=request.job_id).order_by("pk")[:request.jobs])
     return [request.job]
 
 
@@ -361,7 +369,7 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
         moved = job_actions.approve_admission(jobs_of(request), Phrase(
             gettext_noop("Approved by %(u)s. %(c)s") if comment else gettext_noop("Approved by %(u)s."),
             {"u": who, "c": comment}), user)
-        return {"job": request.job_id, "jobs": moved}
+        return {"job": request.job_id, "queued": moved}
     if request.kind == K.PRIORITY:
         job = Job.objects.select_related("task_type").get(pk=request.job_id)
         before = job_actions.change_task_type(
@@ -396,10 +404,9 @@ def _carry_out(user, request: PriorityRequest, comment: str) -> dict:
 def _refuse(user, request: PriorityRequest, comment: str) -> dict:
     if request.kind == K.ADMISSION:
         cancelled = job_actions.refuse_admission(jobs_of(request), Phrase(
-            gettext_noop("Not approved by %(u)s. %(c)s") if comment else gettext_noop("Not approved by %(u)s."),
-            {"u": user.get_username(), "c": comment}), user)
+            NOT_APPROVED_SAYING if comment else NOT_APPROVED, {"u": user.get_username(), "c": comment}), user)
         if cancelled:
-            return {"job": request.job_id, "jobs": cancelled, "status": JobStatus.CANCELLED}
+            return {"job": request.job_id, "cancelled": cancelled, "status": JobStatus.CANCELLED}
     return {}
 
 
@@ -412,8 +419,7 @@ def expire(request: PriorityRequest, now=None) -> bool:
             return False
         request.state = RequestState.EXPIRED
         if request.kind == K.ADMISSION and request.job:
-            job_actions.refuse_admission(jobs_of(request), Phrase(gettext_noop(
-                "Nobody approved it within %(h)g hours; the request expired."), {
+            job_actions.refuse_admission(jobs_of(request), Phrase(UNAPPROVED_IN_TIME, {
                 "h": settings.GOVERNANCE["REQUEST_TTL_HOURS"]}))
         audit.record(AuditAction.REQUEST_EXPIRE, request, actor=None, before={"state": RequestState.PENDING},
                      after={"state": RequestState.EXPIRED}, reason=Phrase(gettext_noop("Undecided until %(t)s."), {

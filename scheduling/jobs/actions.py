@@ -73,20 +73,20 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
 
 
 def approve_admission(jobs: list[Job], reason: str, actor) -> int:
-    """Queue the jobs that waited for approval (an array's tasks are decided at once); returns how many moved
-    (a job cancelled meanwhile no longer waits for it)."""
-    return len(lifecycle.transition_many(_awaiting_approval(jobs), JobStatus.QUEUED, dict.fromkeys(
-        (job.pk for job in jobs), reason), actor=actor, skip_moved=True))
+    """Queue the jobs that waited for approval (an array's tasks are decided at once); returns how many moved."""
+    return _decide_admission(jobs, JobStatus.QUEUED, reason, actor)
 
 
 def refuse_admission(jobs: list[Job], reason: str, actor=None) -> int:
-    """Cancel the jobs whose approval was refused or expired; returns how many no longer wait for it."""
-    return len(lifecycle.transition_many(_awaiting_approval(jobs), JobStatus.CANCELLED, dict.fromkeys(
-        (job.pk for job in jobs), reason), actor=actor, skip_moved=True))
+    """Cancel the jobs whose approval was refused or expired; returns how many moved."""
+    return _decide_admission(jobs, JobStatus.CANCELLED, reason, actor)
 
 
-def _awaiting_approval(jobs: list[Job]) -> list[Job]:
-    return [job for job in jobs if job.status == JobStatus.PENDING]
+def _decide_admission(jobs: list[Job], to_status: str, reason: str, actor) -> int:
+    """Move the jobs that still wait for approval (one cancelled meanwhile no longer does) in one update."""
+    waiting = [job for job in jobs if job.status == JobStatus.PENDING]
+    return len(lifecycle.transition_many(waiting, to_status, dict.fromkeys((job.pk for job in waiting), reason),
+                                         actor=actor, skip_moved=True))
 
 
 def stop_with_service(job: Job, reason: str) -> None:

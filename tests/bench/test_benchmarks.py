@@ -23,7 +23,7 @@ def test_bench_scheduler():
     figures = run("bench_scheduler", "--nodes", "12", "--tenants", "3", "--pending", "40", "--running", "10",
                   "--runs", "1")
     assert figures["pending"] == 40 and figures["db_pass_seconds"] > 0 and figures["db_waiting"] > 0
-    assert figures["db_pass_cold_seconds"] > 0 and figures["max_rss_mib"] > 0
+    assert figures["db_pass_cold_seconds"] > 0 and figures["max_rss_mib"] > 0 and figures["engine_moving_seconds"] > 0
     assert 0 < figures["db_rows_read_again"][0] < figures["pending"]  # the moving pass read only what changed
 
 
@@ -53,6 +53,13 @@ def test_bench_submit():
     assert figures["array_stored"] == 60 and figures["batch_stored"] == 50
     assert figures["array_admitted"] == figures["batch_admitted"] == 16  # the 16 GPUs of the two nodes
     assert figures["array_store_seconds"] > 0 and figures["single_p50_ms"] <= figures["single_p95_ms"]
+    assert figures["array_requests"] == figures["batch_requests"] == 0
+
+
+def test_bench_submit_of_a_task_type_that_needs_approval():
+    figures = run("bench_submit", "--array", "30", "--batch", "5", "--singles", "2", "--nodes", "1", "--approval")
+    assert figures["array_stored"] == 30 and figures["array_requests"] == 1  # the tasks share one request
+    assert figures["batch_requests"] == 5 and figures["array_admitted"] == figures["batch_admitted"] == 0
 
 
 def test_replay_trace(tmp_path):

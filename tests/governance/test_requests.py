@@ -214,17 +214,19 @@ def test_priority_that_would_preempt_another_tenant_goes_to_the_platform(users, 
     assert governance.decision_refusal(users["carol"], PriorityRequest.objects.get(pk=created["id"]))
 
 
-def test_an_array_needing_approval_is_one_request_and_one_decision(users, api):
+def test_an_array_needing_approval_is_one_request_and_one_decision(users, api, client):
     TaskType.objects.filter(code="inference").update(requires_approval=True)
     body = job_payload(task_type="inference", gpus_per_node=1, command="sim:minutes=5")
     answer = api("alice").post("/api/jobs/batch/", {"jobs": [  # one submission, three requests
-        {**body, "kind": "array", "array": "0-4"}, {**body, "kind": "array", "array": "0-1"}, body]}, format="json")
+        {**body, "kind": "array", "array": "0-4"}, {**body, "kind": "array", "array": "0-1"}, body,
+        {**body, "kind": "array", "array": "0-2"}]}, format="json")
     assert answer.status_code == 201, answer.content[:500]
-    sweep, later, single = answer.json()["jobs"]
+    sweep, later, single, unseen = answer.json()["jobs"]
     [request] = PriorityRequest.objects.filter(job_id=min(sweep["ids"]))
-    assert request.jobs == 5 and PriorityRequest.objects.filter(kind="admission").count() == 3
-    assert "the 5 jobs submitted together with this one" in request.justification_text
-    assert Notification.objects.filter(user=users["carol"], kind="request_submitted").count() == 3
+    assert request.jobs == 5 and PriorityRequest.objects.filter(kind="admission").count() == 4
+    assert "these 5 jobs, submitted together" in request.justification_text
+    assert Notification.objects.filter(user=users["carol"], kind="request_submitted").count() == 4
+    assert client.login(username="alice", password="demo")
     listed = api("carol").get(f"/api/priority-requests/{request.pk}/").json()
     assert listed["jobs"] == 5 and listed["job"] == min(sweep["ids"])
 
@@ -237,11 +239,21 @@ def test_an_array_needing_approval_is_one_request_and_one_decision(users, api):
     assert all(statuses[pk] != JobStatus.PENDING for pk in sweep["ids"])
     assert all(statuses[pk] == JobStatus.PENDING for pk in later["ids"] + single["ids"])  # their own requests
     record = AuditRecord.objects.get(action=AuditAction.REQUEST_APPROVE, object_id=str(request.pk))
-    assert record.after["jobs"] == 4
+    assert record.after["queued"] == 4
+    page = client.get(f"/jobs/{sweep['ids'][3]}/").content.decode()  # a later task names the shared request
+    assert f'href="/requests/{request.pk}/"' in page, page[page.find("Requests"):][:400]
 
     [other] = PriorityRequest.objects.filter(job_id=min(later["ids"]))
     api("carol").post(f"/api/priority-requests/{other.pk}/deny/", {"comment": "not now"}, format="json")
     assert set(Job.objects.filter(pk__in=later["ids"]).values_list("status", flat=True)) == {JobStatus.CANCELLED}
+    assert not Notification.objects.filter(user=users["alice"], kind="job_cancelled").exists()  # told once:
+    assert Notification.objects.filter(user=users["alice"], kind="request_decided").count() == 2  # per request
+    assert Job.objects.get(pk=single["ids"][0]).status == JobStatus.PENDING
+
+    [undecided] = PriorityRequest.objects.filter(job_id=min(unseen["ids"]), state=RequestState.PENDING)
+    PriorityRequest.objects.filter(pk=undecided.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    assert governance.expire_due() == 1  # the array's request expires, and with it every task it decided
+    assert set(Job.objects.filter(pk__in=unseen["ids"]).values_list("status", flat=True)) == {JobStatus.CANCELLED}
     assert Job.objects.get(pk=single["ids"][0]).status == JobStatus.PENDING
 
 

@@ -5,7 +5,7 @@ the same world in the database and runs passes on it: the first one cold (the sc
 in full, every waiting job's queue state written for the first time), then ``--runs`` passes in a moving world
 (between two passes some running jobs end, some jobs arrive and a few are cancelled), each reading only what
 changed. Prints one JSON line (``db_pass_seconds``: the median of the moving passes; ``engine_moving_seconds``: the
-engine alone on the world they left, the same kind of input as theirs; ``db_pass_cold_seconds``:
+engine alone on the world they left, moved once more as before each of them; ``db_pass_cold_seconds``:
 the first; ``db_states_written``: the reasons each moving pass wrote; ``db_table_written``: whether it wrote the
 queue table of places and estimates; the process's peak memory) and
 leaves nothing behind: the whole run is one transaction that is rolled back. ``--large`` is the 10,000-node size.
@@ -142,8 +142,10 @@ class Command(BaseCommand):
             read.append(kept.VIEW.last.get("waiting_read", 0) + kept.VIEW.last.get("running_read", 0))
         report = reports[-1] if reports else cold
         median = (lambda values: round(statistics.median(values), 3)) if reports else (lambda values: None)
-        # The engine alone on the world the passes left (what the next pass would decide on): a moving world
-        # preempts and requeues in every pass, so the engine has more to do than on the first snapshot.
+        # The engine alone on the world the passes left, moved once more as before each of them (what the next pass
+        # would decide on): a moving world preempts and requeues in every pass, so the engine has more to do than on
+        # the first snapshot.
+        self._move(rng, snap)
         snapshots, _nodes, _gpus = kept.load_snapshots()
         moving = []
         for _ in range(max(1, runs)):

@@ -465,6 +465,8 @@ def _request_text(request: dict) -> str:
     asked = {key: request.get(key) for key in ("job", "task_type", "gpu_model", "gpus", "start", "end",
                                                "max_runtime_minutes", "guaranteed", "limit")
              if request.get(key) not in (None, "")}
+    if (request.get("jobs") or 1) > 1:  # an array's tasks decided together: the first job, and how many in all
+        asked["jobs"] = request["jobs"]
     if asked:
         lines.append(_("Asks: %(fields)s") % {"fields": ", ".join(f"{k}={v}" for k, v in asked.items())})
     lines.append(_("Why: %(j)s") % {"j": request.get("justification")})
@@ -484,9 +486,15 @@ def requests_list(ctx: Context) -> int:
     data = ctx.portal().collect("/api/priority-requests/", {"state": ctx.args.state, "kind": ctx.args.kind})
     return ctx.emit(data, lambda d: render.table(
         [_("ID"), _("KIND"), _("STATE"), _("TENANT"), _("BY"), _("JOB"), _("CREATED"), _("JUSTIFICATION")],
-        [[r["id"], r["kind"], r["state"], r.get("tenant"), r.get("requester"), r.get("job"),
+        [[r["id"], r["kind"], r["state"], r.get("tenant"), r.get("requester"), _jobs_of(r),
           render.when(r.get("created"), relative=False), (r.get("justification") or "")[:60]]
          for r in d["results"]]) if d["results"] else _("No requests."))
+
+
+def _jobs_of(request: dict):
+    """The request's job, with how many more it decides (an array's tasks share one admission request)."""
+    more = (request.get("jobs") or 1) - 1
+    return f"{request.get('job')} (+{more})" if more > 0 and request.get("job") else request.get("job")
 
 
 def _request_what(request_id) -> str:

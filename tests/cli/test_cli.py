@@ -19,7 +19,7 @@ from django.utils import timezone
 from accounts.models import ApiToken
 from governance.models import PriorityRequest
 from scheduling.jobs import submission
-from scheduling.models import Job, JobStatus
+from scheduling.models import Job, JobStatus, TaskType
 from tests.conftest import job_payload, long_run
 from tests.scheduling.test_lifecycle import _run_until_done
 
@@ -213,6 +213,18 @@ def test_requests_ask_approve_and_deny(cli, users):
     assert denied["state"] == "denied" and PriorityRequest.objects.get(pk=second["id"]).state == "denied"
     bad = cli("requests", "ask", "--kind", "burst", "--justification", "More.", "--gpus", "0")
     assert bad.code == 1 and "HTTP 400" in bad.err
+
+
+def test_a_request_shared_by_an_array_says_how_many_jobs_it_decides(cli, users, api):
+    TaskType.objects.filter(code="inference").update(requires_approval=True)
+    sweep = api("alice").post("/api/jobs/batch/", {"jobs": [job_payload(
+        task_type="inference", gpus_per_node=1, kind="array", array="0-4")]}, format="json").json()["jobs"][0]
+    [request] = PriorityRequest.objects.filter(job_id=min(sweep["ids"]))
+    cli.login("carol")
+    listed = cli("requests", "list", "--state", "pending", user="carol")
+    assert listed.code == 0 and f"{min(sweep['ids'])} (+4)" in listed.out, listed.out
+    shown = cli("requests", "show", str(request.pk), user="carol")
+    assert f"job={min(sweep['ids'])}" in shown.out and "jobs=5" in shown.out, shown.out
 
 
 def _closed_port() -> int:

@@ -118,8 +118,8 @@ SIGNATURES: tuple[Signature, ...] = (
                       "workers).")),
     # --- the devices: what is not a fault of the device (a fault or out of memory: the vendors' words) ------
     _sig("device_assert", r"device-side assert(?:ion)? triggered", _PROGRAM,
-         gettext_noop("A check inside a GPU kernel failed (device-side assert): most often an index out of "
-                      "range, such as a label beyond the number of classes."),
+         gettext_noop("The program failed a check inside a GPU kernel (device-side assert): most often an index "
+                      "out of range, such as a label beyond the number of classes."),
          gettext_noop("Run it again with CUDA_LAUNCH_BLOCKING=1 to see the operation that failed, and check "
                       "labels and indices against the sizes they index.")),
     _sig("illegal_access", r"(?P<runtime>CUDA|HIP) error: an illegal memory access was encountered|"

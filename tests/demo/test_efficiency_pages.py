@@ -31,5 +31,6 @@ def test_a_seeded_job_that_used_a_quarter_of_its_gpus_gets_the_hint_on_its_page(
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert efficiency.hint in page and 'id="efficiency-utilization"' in page
     series = client.get(f"/api/jobs/{job.pk}/efficiency/").json()["series"]
-    assert len(series) == int(job.total_gpus) and any(len(s["time"]) > 1 for s in series)
+    # one series per GPU any attempt held: as many as it asked for, more when a retry ran on other GPUs
+    assert len(series) == len(efficiency.series) >= int(job.total_gpus) and any(len(s["time"]) > 1 for s in series)
 

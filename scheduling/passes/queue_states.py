@@ -38,6 +38,8 @@ from scheduling.models import (
     keep_places,
     queue_places,
 )
+from scheduling.passes import snapshots
+from scheduling.passes.kept import Fingerprint
 
 #: What a waiting job's reason row holds.
 REASON_FIELDS = ["wait_reason", "wait_reason_params"]
@@ -60,8 +62,9 @@ def store(values: Reasons) -> tuple[dict[int, tuple[str, bool]], int]:
     return KEPT.store(values)
 
 
-#: A stored reason row's fingerprint, the same in every query that reads or writes one (``q`` is the row).
-MARK = 'hashtextextended(ROW(q."wait_reason", q."wait_reason_params")::text, 0)'
+#: A stored reason row's fingerprint (``q`` is the row), as the kept view fingerprints job rows: the same in every
+#: query that reads or writes one.
+MARK = Fingerprint.template % {"expressions": 'q."wait_reason", q."wait_reason_params"'}
 
 
 @dataclass
@@ -82,15 +85,13 @@ class KeptReasons:
     def store(self, values: Reasons) -> tuple[dict[int, tuple[str, bool]], int]:
         """``queue_states.store`` on PostgreSQL, given every cluster's waiting jobs at once (what is kept of the jobs
         it is not given but that still wait is kept for the next pass)."""
-        table, jobs = JobQueueState._meta.db_table, Job._meta.db_table
+        table = JobQueueState._meta.db_table
         with connection.cursor() as cursor:
             # Two plain reads rather than a join: a join's plan follows the statistics, and those of a table that
             # went from empty to 10,000 rows within a minute can make it a scan per job.
             cursor.execute(f'SELECT q."job_id", {MARK} FROM "{table}" q')  # noqa: S608
             marks = dict(cursor.fetchall())
-            cursor.execute(f'SELECT "id", "status" FROM "{jobs}" WHERE "status" IN '  # noqa: S608
-                           f'({", ".join(["%s"] * len(WAITING_STATUSES))})', list(WAITING_STATUSES))
-            waiting = dict(cursor.fetchall())
+            waiting = dict(snapshots.waiting_queryset().values_list("id", "status"))
             now = {job_id: (status, marks.get(job_id)) for job_id, status in waiting.items() if job_id in values}
             unknown = [job_id for job_id, (_status, mark) in now.items()
                        if mark is not None and self.rows.get(job_id, (None,))[0] != mark]

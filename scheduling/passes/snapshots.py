@@ -25,6 +25,7 @@ from scheduling.jobs import dependencies
 from scheduling.models import (
     ACTIVE_STATUSES,
     LONG_RUNNING_KINDS,
+    WAITING_STATUSES,
     Job,
     JobAllocation,
     JobStatus,
@@ -193,7 +194,7 @@ class Fleet:
 
 def waiting_queryset():
     """The jobs the pass schedules (the kept view reads the same, by fingerprint)."""
-    return Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.PENDING)).order_by()
+    return Job.objects.filter(status__in=WAITING_STATUSES).order_by()
 
 
 def running_queryset():

@@ -22,8 +22,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from demo.world import seed_structure
-from fleet.models import GPU, Cluster, GpuReading, Node
+from bench.fixtures import fresh_cluster
+from fleet.models import GPU, GpuReading, Node
 from scheduling import lifecycle
 from scheduling.jobs.efficiency import efficiency_of
 from scheduling.models import Job, JobAllocation, JobStatus, TaskType
@@ -66,12 +66,7 @@ class Command(BaseCommand):
 
     def _prepare(self, gpus: int, held: timedelta, interval: int) -> Job:
         with transaction.atomic():
-            Job.objects.filter(cluster__name=BENCH_CLUSTER).delete()
-            GpuReading.objects.filter(gpu__node__cluster__name=BENCH_CLUSTER).delete()
-            Node.objects.filter(cluster__name=BENCH_CLUSTER).delete()
-            Cluster.objects.filter(name=BENCH_CLUSTER).delete()
-            seed_structure()
-            cluster = Cluster.objects.create(name=BENCH_CLUSTER, description="bench_efficiency")
+            cluster = fresh_cluster(BENCH_CLUSTER, "bench_efficiency")
             nodes = Node.objects.bulk_create([Node(cluster=cluster, name=f"bench-eff-{i:03d}", gpu_model="H100",
                                                    datacenter="bench", rack="bench", network_domain="bench")
                                               for i in range(gpus // 8)])

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.test import RequestFactory
 from django.urls import reverse
 
-from demo.world import seed_structure
+from bench.fixtures import fresh_cluster
 from fleet.models import GPU, Cluster, GpuReading, Node
 from gpuportal.storage.db import bulk_insert
 from gpuportal.text.dates import day_start, next_month
@@ -85,12 +85,7 @@ class Command(BaseCommand):
             return True
         self.stderr.write("Generating the bench month (once; reused while parameters match)…")
         with transaction.atomic():
-            Job.objects.filter(cluster__name=BENCH_CLUSTER).delete()
-            GpuReading.objects.filter(gpu__node__cluster__name=BENCH_CLUSTER).delete()
-            Node.objects.filter(cluster__name=BENCH_CLUSTER).delete()
-            Cluster.objects.filter(name=BENCH_CLUSTER).delete()
-            seed_structure()
-            cluster = Cluster.objects.create(name=BENCH_CLUSTER, description="")
+            cluster = fresh_cluster(BENCH_CLUSTER, "")
             gpus = self._inventory(cluster, params["gpus"])
             self._jobs(month, gpus, params, cluster)
             self._readings(month, cluster, params["samples"], params["gpus"])

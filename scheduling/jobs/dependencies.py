@@ -311,7 +311,18 @@ def depends_on_of(job_ids: Iterable[int]) -> dict[int, list[DependsOn]]:
 def chain(job: Job, reader) -> Chain:
     """The jobs ``job`` waits for and the jobs that wait for it, each way as far as ``MAX_CHAIN`` jobs, those the
     reader may see only."""
+    if not _has_edges(job):
+        return Chain(upstream=[], downstream=[])
     return Chain(upstream=_walk(job, reader, upstream=True), downstream=_walk(job, reader, upstream=False))
+
+
+def _has_edges(job: Job) -> bool:
+    """Whether any edge touches ``job`` either way (the first level of both walks): most jobs have none, and one
+    small query spares their page the two walks' joins, a fifth of what the page cost to build."""
+    edges = Q(job_id=job.pk) | Q(on_job_id=job.pk)
+    if job.group_id:  # waited for as a whole array: an edge names any task of its group
+        edges |= Q(whole_array=True, on_job__group_id=job.group_id)
+    return JobDependency.objects.filter(edges).exists()
 
 
 def _walk(job: Job, reader, upstream: bool) -> list[Link]:

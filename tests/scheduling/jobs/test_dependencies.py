@@ -148,7 +148,7 @@ def test_the_kept_view_sees_a_parent_end_though_the_childs_row_is_unchanged(api,
     assert client.get(f"/api/jobs/{child['id']}/").json()["depends_on"][0]["satisfied"] is True
 
 
-def test_aftercorr_joins_each_task_to_the_same_task_of_the_other_array(api):
+def test_aftercorr_joins_each_task_to_the_same_task_of_the_other_array(api, users):
     client = api("alice")
     first = client.post("/api/jobs/", one_gpu(kind="array", array="0-3"), format="json").json()
     tasks = dict(Job.objects.filter(group_id=first["group"]).values_list("group_index", "id"))
@@ -164,6 +164,11 @@ def test_aftercorr_joins_each_task_to_the_same_task_of_the_other_array(api):
     assert JobDependency.objects.get(job_id=whole["id"]).whole_array
     one = submit(client, depends_on=f"afterok:{first['id']}_2")  # Slurm's form for one task
     assert JobDependency.objects.get(job_id=one["id"]).on_job_id == tasks[2]
+    # a task named by no edge of its own still shows the job that waits for its whole array; a job no edge
+    # touches shows no chain
+    assert [link.job.pk for link in dependencies.chain(Job.objects.get(pk=tasks[3]), users["alice"]).downstream] \
+        == [whole["id"]]
+    assert not dependencies.chain(Job.objects.get(pk=submit(client)["id"]), users["alice"])
 
 
 def test_a_batch_script_dependency_is_read_and_a_bad_one_names_its_line(api, users):

@@ -1,3 +1,5 @@
+from collections.abc import Sequence
+
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
@@ -10,6 +12,7 @@ from rest_framework.response import Response
 from gpuportal.storage import pagecache
 from gpuportal.web.api import IDEMPOTENCY_KEY
 from gpuportal.web.idempotency import idempotent
+from scheduling.api import rows
 from scheduling.api.serializers import (
     CancelSerializer,
     FairShareSerializer,
@@ -69,8 +72,23 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
 
     def list(self, request, *args, **kwargs):
-        listing = super().list
-        return pagecache.cached_api(request, "api-jobs", lambda: listing(request, *args, **kwargs))
+        return pagecache.cached_api(request, "api-jobs", lambda: self._listing(request))
+
+    def _listing(self, request) -> Response:
+        """The page as ``JobSerializer`` gives it, read as plain values and each row kept by what it shows
+        (``rows``): only the jobs whose rows are missing are built and serialised."""
+        shown = self.filter_queryset(self.get_queryset()).prefetch_related(None).values_list(*rows.FIELDS)
+        page = self.paginate_queryset(shown)
+        found = rows.page_rows(list(shown) if page is None else page, request, self._draw)
+        return Response(found) if page is None else self.get_paginated_response(found)
+
+    def _draw(self, ids: Sequence[int], depends: dict) -> dict[int, tuple[str, dict]]:
+        """``rows.Draw``: the jobs ``ids`` serialised, each with the key of what its row shows."""
+        jobs = list(self.get_queryset().select_related("cluster").filter(pk__in=ids))
+        data = JobSerializer(jobs, many=True, context={**self.get_serializer_context(), "_depends_on": depends}).data
+        reader = rows.reader_of(self.request)
+        return {job.pk: (rows.key(rows.shown_by(job), rows.held_by(job), depends[job.pk], job._queue_place(), reader),
+                         row) for job, row in zip(jobs, data, strict=True)}
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer}, parameters=[IDEMPOTENCY_KEY],
                    examples=SUBMIT_EXAMPLES)

@@ -10,7 +10,8 @@ health in bulk, the clock moving relative times along) is bounded by the entry's
 ``settings.PAGE_CACHE["SECONDS"]``.
 
 Answers are kept per session (a page carries that session's CSRF token and the person's name), language and
-time zone, and only for successful GETs that showed no one-time message. Without a shared cache (the
+time zone, and only for successful GETs that showed no one-time message and during whose drawing the generation
+did not move (no reader would ask for them). Without a shared cache (the
 embedded demo's per-process memory) nothing is kept: a worker's change could not reach the web processes.
 
 The cache is never needed for a correct answer: when it is unreachable (gpuportal.storage.cache answers every operation
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from typing import NamedTuple
 
 from django.conf import settings
 from django.core.cache import cache
@@ -81,14 +83,23 @@ def _bump() -> None:
         logger.warning("Could not bump the page-cache generation; cached pages expire on their own.", exc_info=True)
 
 
-def _key(request, name: str) -> str | None:
+class _Key(NamedTuple):
+    """Where an answer is kept, and the data generation it was looked up under."""
+
+    name: str
+    generation: int
+
+
+def _key(request, name: str) -> _Key | None:
     current = generation()
     if current is None:
         return None
     person = "|".join((request.session.session_key or "", request.COOKIES.get(settings.CSRF_COOKIE_NAME, ""),
                        str(request.user.pk), request.get_full_path(), request.headers.get("Accept", "")))
     digest = hashlib.sha256(person.encode()).hexdigest()[:32]
-    return f"page:{name}:{current}:{translation.get_language()}:{timezone.get_current_timezone_name()}:{digest}"
+    return _Key(f"page:{name}:{current}:{translation.get_language()}:{timezone.get_current_timezone_name()}:{digest}",
+                current)
+
 
 
 def _lookup(request, name: str):
@@ -98,7 +109,7 @@ def _lookup(request, name: str):
         return None, None
     try:
         key = _key(request, name)
-        return key, (cache.get(key) if key else None)
+        return key, (cache.get(key.name) if key else None)
     except Exception:  # the cache is down: answer as if there were none
         logger.warning("Page cache unavailable; answering %s afresh.", name, exc_info=True)
         return None, None
@@ -135,10 +146,15 @@ def cached_api(request, name: str, respond) -> Response:
     return response
 
 
-def _keep(key: str, value) -> None:
-    """Store an answer; one that cannot be stored is simply not kept (the page was answered already)."""
+def _keep(key: _Key, value) -> None:
+    """Store an answer, unless the data changed while it was drawn: it is kept under the generation it was looked
+    up under, which no reader asks for any more (on a busy cluster, where the generation moves many times a second,
+    most answers), so storing it would only churn the cache. One that cannot be stored is simply not kept (the page
+    was answered already)."""
     try:
-        cache.set(key, value, settings.PAGE_CACHE["SECONDS"])
+        if cache.get(GENERATION_KEY) != key.generation:
+            return
+        cache.set(key.name, value, settings.PAGE_CACHE["SECONDS"])
     except Exception:
         logger.warning("Page cache unavailable; the answer is not kept.", exc_info=True)
 

@@ -143,3 +143,24 @@ def test_a_waiting_message_is_never_answered_from_the_cache(rf, users, shared_ca
     assert pagecache.cached_page(request, "test", render).content == b"page 1"  # kept
     messages.success(request, "Saved.")
     assert pagecache.cached_page(request, "test", render).content == b"page 2"  # the message must be shown
+
+
+def test_an_answer_drawn_while_the_data_changed_is_not_kept(rf, users, shared_cache):
+    """It would be kept under the generation it was looked up under, which no reader asks for any more."""
+    request = rf.get("/")
+    SessionMiddleware(lambda r: None).process_request(request)
+    request.session.save()
+    request.user = users["alice"]
+    rendered = []
+
+    def render(changing: bool):
+        rendered.append(1)
+        if changing:
+            pagecache.data_changed()  # outside a transaction: takes effect at once, as another process's commit
+        return HttpResponse(f"page {len(rendered)}")
+
+    looked_up = pagecache._key(request, "test")
+    assert pagecache.cached_page(request, "test", lambda: render(True)).content == b"page 1"
+    assert cache.get(looked_up.name) is None  # nothing kept under the generation it began with
+    assert pagecache.cached_page(request, "test", lambda: render(False)).content == b"page 2"
+    assert pagecache.cached_page(request, "test", lambda: render(False)).content == b"page 2"  # kept

@@ -60,7 +60,7 @@ def job_list(request):
     for name, problems in shaped["shaped"].problems.items():
         messages.error(request, _("%(field)s, not applied: %(problem)s") % {
             "field": shaped["filter"].form.fields[name].label, "problem": " ".join(problems)})
-    groups = list(visible_groups(request.user)[:GROUP_ROWS])
+    groups = visible_groups(request.user, GROUP_ROWS)
     return render(request, "scheduling/job_list.html", {
         **shaped, "groups": [(g, count_pairs(g), ended(g)) for g in groups]})
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
@@ -145,11 +145,20 @@ def visible_group(user, pk: int, kind: str) -> JobGroup:
                              pk=pk, kind=kind)
 
 
-def visible_groups(user):
-    """Services and arrays the user may see, newest first, with per-state counts of their members."""
-    counts = {f"n_{status}": Count("members", filter=Q(members__status=status)) for status in JobStatus.values}
-    return (JobGroup.objects.visible_to(user).select_related("tenant", "project", "owner")
-            .annotate(n_members=Count("members"), **counts))
+def visible_groups(user, limit: int) -> list[JobGroup]:
+    """The newest ``limit`` services and arrays the user may see, each with the count of its members in every
+    state (``n_<status>``), in two plain queries: a count filtered by each of the thirteen states, in one query,
+    cost more to build than both, on every job list, also where there is no group at all."""
+    groups = list(JobGroup.objects.visible_to(user).select_related("tenant", "project", "owner")[:limit])
+    counts: dict[int, Counter] = defaultdict(Counter)
+    if groups:
+        for group_id, status, members in (Job.objects.filter(group_id__in=[group.pk for group in groups]).order_by()
+                                          .values_list("group_id", "status").annotate(members=Count("id"))):
+            counts[group_id][status] = members
+    for group in groups:
+        for status in JobStatus.values:
+            setattr(group, f"n_{status}", counts[group.pk][status])
+    return groups
 
 
 def count_pairs(group) -> list[tuple[str, int]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from operator import attrgetter
 
 from django.core.exceptions import ObjectDoesNotExist
@@ -63,3 +64,27 @@ def _plan_field(field: serializers.Field):
         return field.get_attribute(instance) if callable(value) else value
 
     return field.field_name, read, field.to_representation
+
+
+_planned = threading.local()
+
+
+def planned_rows(serializer_class: type[serializers.Serializer], instances, context: dict) -> list[dict]:
+    """``serializer_class(instances, many=True, context=context).data``, by a serializer of that class built once
+    per thread.
+
+    DRF builds a model serializer's fields again for every instance of it (a deep copy of each declared field,
+    then one per model column), which cost more than serialising the handful of rows a list draws afresh when the
+    others are kept (``scheduling.api.rows``). The fields keep nothing of a call: what a call needs is in the
+    context, which is this call's and is dropped afterwards (the fields read it through their parent)."""
+    kept = getattr(_planned, "serializers", None)
+    if kept is None:
+        kept = _planned.serializers = {}
+    serializer = kept.get(serializer_class)
+    if serializer is None:
+        serializer = kept[serializer_class] = serializer_class()
+    serializer._context = context
+    try:
+        return [serializer.to_representation(instance) for instance in instances]
+    finally:
+        serializer._context = {}

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from gpuportal.storage import pagecache
 from gpuportal.web.api import IDEMPOTENCY_KEY
 from gpuportal.web.idempotency import idempotent
+from gpuportal.web.serializers import planned_rows
 from scheduling.api import rows
 from scheduling.api.serializers import (
     CancelSerializer,
@@ -85,7 +86,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def _draw(self, ids: Sequence[int], depends: dict) -> dict[int, tuple[str, dict]]:
         """``rows.Draw``: the jobs ``ids`` serialised, each with the key of what its row shows."""
         jobs = list(self.get_queryset().select_related("cluster").filter(pk__in=ids))
-        data = JobSerializer(jobs, many=True, context={**self.get_serializer_context(), "_depends_on": depends}).data
+        names = {job.cluster_id: job.cluster.name for job in jobs if job.cluster_id}  # what ``get_cluster`` asks
+        data = planned_rows(JobSerializer, jobs, {**self.get_serializer_context(), "_depends_on": depends,
+                                                  "_cluster_names": names})
         reader = rows.reader_of(self.request)
         return {job.pk: (rows.key(rows.shown_by(job), rows.held_by(job), depends[job.pk], job._queue_place(), reader),
                          row) for job, row in zip(jobs, data, strict=True)}

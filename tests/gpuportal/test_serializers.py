@@ -7,6 +7,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from fleet.models import GPU
+from gpuportal.web.serializers import planned_rows
 from scheduling.api.serializers import JobSerializer
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus
 from tests.conftest import job_payload, long_run
@@ -57,3 +58,15 @@ def test_placement_lists_each_held_gpu_once_and_no_released_one(api):
     assert sum(len(p["gpus"]) for p in body["placement"]) == 4
     listed = {row["id"]: row for row in client.get("/api/jobs/").json()["results"]}
     assert listed[ids["running"]]["placement"] == body["placement"]
+
+
+def test_a_serializer_planned_once_gives_what_a_fresh_one_gives_for_each_call(api, rf, settings):
+    settings.ALLOWED_HOSTS = ["testserver", "portal.example", "other.example"]
+    ids = _jobs_of_every_kind(api("alice"))
+    Job.objects.filter(pk=ids["running"]).update(kind="notebook", status=JobStatus.RUNNING)  # a link: the host shows
+    jobs = list(Job.objects.for_listing().with_placement().order_by("pk"))
+    for host in ("portal.example", "other.example", "portal.example"):
+        context = {"request": rf.get("/api/jobs/", HTTP_HOST=host)}
+        rows = planned_rows(JobSerializer, jobs, context)
+        assert rows == JobSerializer(jobs, many=True, context=context).data
+        assert {row["id"]: row for row in rows}[ids["running"]]["url"].startswith(f"http://{host}/")

@@ -6,7 +6,8 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduling.api.views import JobViewSet
+from scheduling.api.serializers import JobSerializer
+from scheduling.api.views import JobViewSet, job_queryset
 from scheduling.models import Job, JobAllocation, JobQueueState, JobStatus, WorkloadKind
 from tenants.models import Tenant
 from tests.conftest import job_payload, long_run
@@ -57,7 +58,7 @@ def drawn(monkeypatch) -> list[list[int]]:
     return calls
 
 
-def test_kept_rows_are_the_serializers_and_build_no_job(api, drawn):
+def test_kept_rows_are_the_serializers_and_build_no_job(api, users, drawn):
     client = api("alice")
     ids = _world(client)
     cache.clear()
@@ -68,6 +69,10 @@ def test_kept_rows_are_the_serializers_and_build_no_job(api, drawn):
     assert warm == cold
     assert len(drawn) == 1 and set(ids.values()) <= set(drawn[0])  # the second read drew nothing
     assert len(second) < len(first)  # nor read the jobs as instances
+    listed = job_queryset(users["alice"]).filter(pk__in=[row["id"] for row in warm])
+    request = client.get("/api/jobs/").wsgi_request
+    assert warm == JobSerializer(sorted(listed, key=lambda job: [row["id"] for row in warm].index(job.pk)),
+                                 many=True, context={"request": request}).data  # what the serializer gives them
     by_id = {row["id"]: row for row in warm}
     assert by_id[ids["running"]]["placement"] and by_id[ids["queued"]]["wait_reason"]["code"] == "quota_exhausted"
     assert by_id[ids["child"]]["depends_on"] == [{"job": ids["running"], "condition": "afterok", "satisfied": False}]

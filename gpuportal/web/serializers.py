@@ -77,14 +77,21 @@ def planned_rows(serializer_class: type[serializers.Serializer], instances, cont
     then one per model column), which cost more than serialising the handful of rows a list draws afresh when the
     others are kept (``scheduling.api.rows``). The fields keep nothing of a call: what a call needs is in the
     context, which is this call's and is dropped afterwards (the fields read it through their parent)."""
+    serializer = planned(serializer_class)
+    serializer._context = context
+    try:
+        return [serializer.to_representation(instance) for instance in instances]
+    finally:
+        serializer._context = {}
+
+
+def planned(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
+    """This thread's serializer of ``serializer_class``, its fields built once (``planned_rows``); its fields'
+    ``to_representation`` format a value as the serializer's rows do."""
     kept = getattr(_planned, "serializers", None)
     if kept is None:
         kept = _planned.serializers = {}
     serializer = kept.get(serializer_class)
     if serializer is None:
         serializer = kept[serializer_class] = serializer_class()
-    serializer._context = context
-    try:
-        return [serializer.to_representation(instance) for instance in instances]
-    finally:
-        serializer._context = {}
+    return serializer

@@ -5,12 +5,13 @@ Why: the page cache keeps a whole answer per caller only until the next change a
 and their related rows as model instances and serialising them was two thirds of the request, although a job
 that did not move gives the same row as a second before. So the page is read as plain values (``FIELDS``: every
 column of the job and the names and reason its row shows), with what its row shows beside them (the GPUs it
-holds, its dependencies and their state, its place and estimates in the queue table), and each row is looked up
-under a key made of all of it and of the reader (language and time zone: the reason's sentence and the times;
-the address the links are made from). Only the jobs whose rows are missing are read as instances and
-serialised (``JobSerializer``, the one declaration of a row), and kept for the next reader. A job that moves gets
-a new key, so a kept row is never stale; the job tables of the pages keep their rows the same way
-(``scheduling.templatetags.job_tables``).
+holds, its dependencies and their state), and each row is looked up under a key made of all of it and of the
+reader (language and time zone: the reason's sentence and the times; the address the links are made from). Only
+the jobs whose rows are missing are read as instances and serialised (``JobSerializer``, the one declaration of a
+row), and kept for the next reader. A job that moves gets a new key, so a kept row is never stale; the job tables
+of the pages keep their rows the same way (``scheduling.templatetags.job_tables``). A waiting job's place and
+estimates are filled in at each read from the queue table (``PLACE_SHOWN``): every pass that starts one job moves
+every job behind it, which would otherwise draw every waiting row again after each pass.
 
 A service replica's row is never kept: its ready replicas are probed when it is shown.
 """
@@ -25,6 +26,8 @@ from django.core.cache import cache
 from django.utils.timezone import get_current_timezone_name
 from django.utils.translation import get_language
 
+from gpuportal.web.serializers import planned
+from scheduling.api.serializers import JobSerializer
 from scheduling.jobs.dependencies import DependsOn, depends_on_of
 from scheduling.models import WAITING_STATUSES, Job, JobAllocation, WorkloadKind, queue_places
 
@@ -36,6 +39,9 @@ FIELDS = ("id", *(field.attname for field in Job._meta.concrete_fields
           "tenant__name", "project__name", "owner__username", "task_type__code", "cluster__name",
           "queue_state__wait_reason", "queue_state__wait_reason_params")
 _STATUS, _KIND = FIELDS.index("status"), FIELDS.index("kind")
+#: What a waiting job's row shows of its place in the queue table (``QueuePlace``), by the field that shows it.
+PLACE_SHOWN = {"queue_position": "position", "tenant_queue_position": "tenant_position",
+               "estimated_start": "estimated_start", "earliest_start": "earliest_start", "latest_start": "latest_start"}
 #: How long a drawn row is kept; a row whose job changes is never read again (its key changes with it).
 ROW_SECONDS = 600
 
@@ -50,8 +56,7 @@ def page_rows(shown: list[tuple], request, draw: Draw) -> list[dict]:
     ids = [values[0] for values in shown]
     held, depends, places = placements(ids), depends_on_of(ids), queue_places()
     reader = reader_of(request)
-    keys = {values[0]: key(values, held.get(values[0], ()), depends[values[0]],
-                           places.get(values[0]) if values[_STATUS] in WAITING_STATUSES else None, reader)
+    keys = {values[0]: key(values, held.get(values[0], ()), depends[values[0]], reader)
             for values in shown if values[_KIND] != WorkloadKind.SERVICE}
     kept = cache.get_many(list(keys.values())) if keys else {}
     missing = [pk for pk in ids if keys.get(pk) not in kept]
@@ -66,6 +71,13 @@ def page_rows(shown: list[tuple], request, draw: Draw) -> list[dict]:
         elif keys.get(pk) in kept:
             rows.append(kept[keys[pk]])
         # else: deleted between the two reads, no row
+    fields = planned(JobSerializer).fields
+    for row in rows:
+        if row["status"] in WAITING_STATUSES:
+            place = places.get(row["id"])
+            for name, attribute in PLACE_SHOWN.items():
+                value = getattr(place, attribute) if place is not None else None
+                row[name] = None if value is None else fields[name].to_representation(value)
     return rows
 
 
@@ -99,5 +111,5 @@ def reader_of(request) -> str:
     return f"{get_language()}|{get_current_timezone_name()}|{request.build_absolute_uri('/')}"
 
 
-def key(values: tuple, held: tuple, depends: list[DependsOn], place, reader: str) -> str:
-    return "api-job-row:" + hashlib.sha256(repr((values, held, depends, place, reader)).encode()).hexdigest()[:40]
+def key(values: tuple, held: tuple, depends: list[DependsOn], reader: str) -> str:
+    return "api-job-row:" + hashlib.sha256(repr((values, held, depends, reader)).encode()).hexdigest()[:40]

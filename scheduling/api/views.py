@@ -90,8 +90,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         data = planned_rows(JobSerializer, jobs, {**self.get_serializer_context(), "_depends_on": depends,
                                                   "_cluster_names": names})
         reader = rows.reader_of(self.request)
-        return {job.pk: (rows.key(rows.shown_by(job), rows.held_by(job), depends[job.pk], job._queue_place(), reader),
-                         row) for job, row in zip(jobs, data, strict=True)}
+        return {job.pk: (rows.key(rows.shown_by(job), rows.held_by(job), depends[job.pk], reader), row)
+                for job, row in zip(jobs, data, strict=True)}
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer}, parameters=[IDEMPOTENCY_KEY],
                    examples=SUBMIT_EXAMPLES)

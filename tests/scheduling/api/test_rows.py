@@ -5,10 +5,21 @@ import pytest
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from scheduling.api.serializers import JobSerializer
 from scheduling.api.views import JobViewSet, job_queryset
-from scheduling.models import Job, JobAllocation, JobQueueState, JobStatus, WorkloadKind
+from scheduling.models import (
+    NO_TIME,
+    PLACE_FIELDS,
+    Job,
+    JobAllocation,
+    JobQueueState,
+    JobStatus,
+    WorkloadKind,
+    queue_places,
+)
+from scheduling.passes import queue_states
 from tenants.models import Tenant
 from tests.conftest import job_payload, long_run
 
@@ -124,3 +135,26 @@ def test_a_service_replica_row_is_drawn_every_time(api, drawn):
     _listed(client)
     _listed(client)
     assert drawn == [[ids["failed"]], [ids["failed"]]]
+
+
+def test_a_waiting_rows_place_is_filled_in_from_the_queue_table_without_drawing_it(api, drawn):
+    """Every pass that starts one job moves every job behind it: the kept rows outlive the table's rewrites."""
+    client = api("alice")
+    ids = _world(client)
+    before = {row["id"]: row for row in _afresh(client)}
+    assert before[ids["queued"]]["queue_position"] is not None
+    table = queue_places(fresh=True)
+    width, moved = len(PLACE_FIELDS), []
+    for at in range(0, len(table.numbers), width):
+        row = list(table.numbers[at:at + width])
+        if row[0] == ids["queued"]:
+            row[1] += 5  # five places further back, an hour later
+            row[4:] = [NO_TIME if t == NO_TIME else t + 3_600_000 for t in row[4:]]
+        moved.append(tuple(row))
+    assert queue_states.write_table(moved, timezone.now())
+    drawn.clear()
+    after = {row["id"]: row for row in _listed(client)}
+    assert drawn == []
+    assert after[ids["queued"]]["queue_position"] == before[ids["queued"]]["queue_position"] + 5
+    assert after == {row["id"]: row for row in _afresh(client)}
+    assert after[ids["queued"]] != before[ids["queued"]]

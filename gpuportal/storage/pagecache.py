@@ -101,7 +101,6 @@ def _key(request, name: str) -> _Key | None:
                 current)
 
 
-
 def _lookup(request, name: str):
     """(key, kept answer) — (None, None) when nothing may be kept (a message waits to be shown, e.g. after a
     redirect) or the cache is unreachable."""

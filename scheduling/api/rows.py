@@ -29,6 +29,7 @@ from django.utils.translation import get_language
 from gpuportal.web.serializers import planned
 from scheduling.api.serializers import JobSerializer
 from scheduling.jobs.dependencies import DependsOn, depends_on_of
+from scheduling.jobs.queries import shown_values
 from scheduling.models import WAITING_STATUSES, Job, JobAllocation, WorkloadKind, queue_places
 
 #: The job's own columns (but the row's bookkeeping, which it does not show and ``for_listing`` does not read),
@@ -92,13 +93,7 @@ def placements(ids: list[int]) -> dict[int, tuple[tuple[str, int], ...]]:
 
 def shown_by(job: Job) -> tuple:
     """``FIELDS`` of a job read as an instance (``JobSerializer``'s queryset), as ``values_list`` reads them."""
-    values = []
-    for name in FIELDS:
-        value = job
-        for part in name.split("__"):
-            value = getattr(value, part, None)  # no queue state, no cluster: None, as the outer join reads it
-        values.append(value)
-    return tuple(values)
+    return shown_values(job, FIELDS)
 
 
 def held_by(job: Job) -> tuple[tuple[str, int], ...]:

@@ -72,6 +72,19 @@ def table_rows(jobs, fields: tuple[str, ...] = TABLE_COLUMNS):
         .only(*fields)
 
 
+def shown_values(job, fields: tuple[str, ...]) -> tuple:
+    """``fields`` of a job built as an instance, as ``values_list`` reads them (None where an outer join finds
+    nothing: no queue state, no cluster): what a kept row's key is made of when the row was drawn from an instance
+    (``scheduling.templatetags.job_tables``, ``scheduling.api.rows``)."""
+    values = []
+    for column in fields:
+        value = job
+        for name in column.split("__"):
+            value = getattr(value, name, None)
+        values.append(value)
+    return tuple(values)
+
+
 @dataclass(frozen=True)
 class Timeline:
     """A job's events for its page: ``version`` names them (events are only ever added, so the newest id and

@@ -36,7 +36,7 @@ from scheduling.jobs.columns import (
     read_fields,
     wait_seconds,
 )
-from scheduling.jobs.queries import TABLE_COLUMNS, table_rows
+from scheduling.jobs.queries import shown_values, table_rows
 from scheduling.models import WAITING_STATUSES, FailureCategory, TaskType, label_of, queue_places
 
 register = template.Library()
@@ -82,17 +82,6 @@ def _row_key(shown: tuple, reader: str) -> str:
     return "job-row:" + hashlib.sha256(repr((shown, reader)).encode()).hexdigest()[:40]
 
 
-def _shown(job, fields: tuple[str, ...] = TABLE_COLUMNS) -> tuple:
-    """``fields`` of a job built as an instance, as ``values_list`` reads them (None without a queue state)."""
-    values = []
-    for column in fields:
-        value = job
-        for name in column.split("__"):
-            value = getattr(value, name, None)
-        values.append(value)
-    return tuple(values)
-
-
 def _rows(jobs, labels: list[str], columns: tuple[str, ...] = DEFAULT_COLUMNS) -> str:
     """The rows, each from the cache when its job, the columns shown and the reader are unchanged, else drawn
     and kept.
@@ -114,7 +103,7 @@ def _rows(jobs, labels: list[str], columns: tuple[str, ...] = DEFAULT_COLUMNS) -
     drawn = {}
     if missing:
         fresh = {job.pk: job for job in table_rows(jobs.model.objects.filter(pk__in=missing), fields)}
-        drawn = {job.pk: (_row_key((columns, _shown(job, fields), job._queue_place(), extras.of(job.pk)), reader),
+        drawn = {job.pk: (_row_key((columns, shown_values(job, fields), job._queue_place(), extras.of(job.pk)), reader),
                           _row(job, labels, columns, extras))
                  for job in (fresh[values[0]] for values in shown if values[0] in fresh)}
         cache.set_many(dict(drawn.values()), ROW_SECONDS)

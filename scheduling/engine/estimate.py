@@ -2,7 +2,8 @@
 
 Each GPU of a model is a slot that frees at a known time (now when idle, else when the jobs on it are
 expected to end: started + runtime estimate, never beyond the max runtime). Waiting jobs take, in queue
-order, the earliest ``k`` slots of their model and of their tenant's quota; their start is when the last
+order (a job held back by a node kept for another right after that one), the earliest ``k`` slots of their
+model and of their tenant's quota; their start is when the last
 of those frees, and they hand the slots back at start + their own runtime estimate. Topology and shares
 are ignored here: an estimate, cheap enough (O(k log n) per job) for 10,000 waiting jobs.
 """

@@ -221,6 +221,7 @@ class _Pass:
         self.waits: list[tuple[WaitingJob, WaitReason, dict]] = []
         self.heads: dict[str, _Head] = {}
         self.kept: dict[int, WaitingJob] = {}  # long-waiting jobs with a node kept for them, by id
+        self.behind_keeper: dict[int, int] = {}  # a job that fits only on a kept node: the id of the job it is kept for
         self.admitted: list[RunningJob] = []
         self.held_for_preemptors: dict[tuple[int, int], float] = {}
         self.searches = 0
@@ -675,6 +676,7 @@ class _Pass:
             keeper = self._kept_from(job, models)
             if keeper is not None and (keeper.submitted_at, keeper.id) < (job.submitted_at, job.id):
                 # it would fit only on a node kept for a job that has waited longer: that job goes first
+                self.behind_keeper[job.id] = keeper.id
                 return self.waits.append((job, WaitReason.PRIORITY, base | self._blocker(keeper, job, models)))
             if keeper is not None:  # it has waited longer than the job the node is kept for: not held back
                 with self.cap.ignoring_kept():
@@ -825,7 +827,7 @@ class _Pass:
         ends = {job.id: expected_end(job, self.now) for job in running}
         estimates: dict[int, float | None] = {}
         later = []
-        for job, reason, params in self.waits:
+        for job, reason, params in self._keepers_first():
             if reason == WaitReason.DEPENDENCY:
                 later.append((job, params))
                 continue
@@ -849,6 +851,31 @@ class _Pass:
                 break
             later = left
         return estimates
+
+    def _keepers_first(self) -> list[tuple[WaitingJob, WaitReason, dict]]:
+        """The waits in the order they are estimated: queue order, except that a job told a node is kept for a job
+        that has waited longer comes right after that job. It cannot start before it, even when it is ahead in the
+        queue (a higher class); estimated in queue order, it would take the kept node's GPUs first, and a job
+        backfilled onto them now would move the kept-for job's estimate by its own runtime."""
+        if not self.behind_keeper:
+            return self.waits
+        unplaced = {job.id for job, _reason, _params in self.waits}
+        behind: dict[int, list] = defaultdict(list)
+        ordered: list[tuple[WaitingJob, WaitReason, dict]] = []
+
+        def put(wait) -> None:
+            ordered.append(wait)
+            unplaced.discard(wait[0].id)
+            for follower in behind.pop(wait[0].id, ()):
+                put(follower)
+
+        for wait in self.waits:
+            keeper = self.behind_keeper.get(wait[0].id)
+            if keeper in unplaced:
+                behind[keeper].append(wait)
+            else:
+                put(wait)
+        return ordered
 
     @staticmethod
     def _unready(dependency: Dependency, waiting_ids: set[int], estimates: dict, unready: dict) -> bool:

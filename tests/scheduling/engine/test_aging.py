@@ -63,6 +63,26 @@ def test_a_long_waiting_head_gets_a_node_kept_that_only_short_jobs_may_use():
     assert {a.job_id for a in result.admissions} >= {2, 3}  # without it the node is refilled
 
 
+def test_a_job_held_back_by_a_kept_node_is_estimated_after_the_job_it_is_kept_for():
+    # One node of 2 GPUs, one busy for 8 hours: it is kept for the 2-GPU job that has waited 20 hours (last in the
+    # order). The day-long job of a higher class is ahead in the queue but cannot start before it; the hour-long
+    # one ends before the node drains and may use the free GPU now. The estimates follow what will happen: the
+    # kept job at 8 hours, whether or not the short job takes the free GPU meanwhile, the day-long one an hour
+    # later. (Estimated in queue order, the day-long job took the free GPU first: 24 hours, or 25 with the
+    # short job.)
+    waiting = (job(1, 2, submitted=NOW - 20 * HOUR, max_runtime=HOUR),
+               job(2, 1, priority=100, submitted=NOW - 2, max_runtime=24 * HOUR),
+               job(3, 1, priority=100, submitted=NOW - 1, max_runtime=HOUR))
+    base = {"nodes": nodes(1, gpus=2), "quotas": (quota(),), "policy": STRICT,
+            "running": (running(9, "t", 1, (0,), started=NOW, runtime=8 * HOUR),)}
+    for queue, admitted in ((waiting, [3]), (waiting[:2], [])):
+        result = schedule(snap(**base, waiting=queue))
+        assert [a.job_id for a in result.admissions] == admitted
+        assert result.wait_for(2).reason == WaitReason.PRIORITY and result.wait_for(2).params["blocker_id"] == 1
+        assert result.wait_for(1).estimated_start == NOW + 8 * HOUR
+        assert result.wait_for(2).estimated_start == NOW + 9 * HOUR
+
+
 
 def test_a_kept_node_never_holds_back_a_job_that_has_waited_longer():
     # The same nodes: node 1 is kept for the 8-GPU job waiting 20 hours; a gang of 2 x 4 GPUs (never kept for:

@@ -2,12 +2,13 @@
 
 Reading 10,000 waiting and 4,000 running jobs, and every node with its GPUs, cost most of a pass's load step, though
 few of those rows change between two passes. So each process keeps what its last pass read, and the next pass
-asks the database only which rows changed: one query per kind returns every row's id with a fingerprint of
-exactly the columns the engine is told (``snapshots.WAITING_FIELDS``, ``RUNNING_FIELDS``; hashed where the rows
-are), and only new or changed rows are read again. The check is level-triggered: it compares what the database
-holds now with what is kept, whoever wrote it (another worker's pass, a cancel, an agent's poll, a bare
-``update()``), so no change feed can be missed. A row and its fingerprint come from one query, so a row that
-changes while it is read carries its new fingerprint and is read again next time.
+asks the database only which rows changed: one query per kind returns every row's id with a fingerprint (hashed
+where the rows are): of a waiting job, its row's version and the joined columns it is told (``RowVersion``); of a
+running job, exactly the columns the engine is told (``snapshots.RUNNING_FIELDS``). Only new or changed rows are
+read again. The check is level-triggered: it compares what the database holds now with what is kept, whoever
+wrote it (another worker's pass, a cancel, an agent's poll, a bare ``update()``), so no change feed can be
+missed. A row and its fingerprint come from one query, so a row that changes while it is read carries its new
+fingerprint and is read again next time.
 
 What stays trusted is bounded: the whole view is read again after ``SCHEDULER["FULL_REBUILD_SECONDS"]``, after a
 failed pass (``discard``) and at process start; every ``SCHEDULER["SNAPSHOT_CHECK_PASSES"]`` passes the kept rows
@@ -30,6 +31,7 @@ from django.db.models import BigIntegerField, F, Func
 
 from fleet.models import GPU, Node
 from gpuportal.observability import telemetry
+from scheduling.models import Job
 from scheduling.passes import snapshots
 
 logger = logging.getLogger(__name__)
@@ -51,6 +53,21 @@ class Fingerprint(Func):
 
     def __init__(self, *names: str):
         super().__init__(*(F(name) for name in names))
+
+
+class RowVersion(Func):
+    """A 64-bit hash of a job row's version and of the joined columns ``names`` (``tenant__name``...): every write of
+    the row makes a new version, with the writing transaction's id (``xmin``) and a place in the table (``ctid``)
+    that no version still visible to that transaction holds, so a row written again, even twice in one
+    transaction, has another hash. A third of the cost of hashing every column's text, for the waiting jobs, whose
+    rows nobody writes while they wait; a write that changes nothing the engine is told only reads the row again.
+    (Running jobs keep ``Fingerprint``: the status sync writes their rows as they run.)"""
+
+    template = 'hashtextextended(ROW(%(table)s."xmin", %(table)s."ctid", %(expressions)s)::text, 0)'
+    output_field = BigIntegerField()
+
+    def __init__(self, model, *names: str):
+        super().__init__(*(F(name) for name in names), table=connection.ops.quote_name(model._meta.db_table))
 
 
 @dataclass
@@ -79,8 +96,8 @@ class KeptView:
         self.passes += 1
         every = settings.SCHEDULER["SNAPSHOT_CHECK_PASSES"]
         self._refresh_fleet()
-        waiting = self._refresh("waiting", snapshots.waiting_queryset(), snapshots.WAITING_FIELDS, self.rows.waiting)
-        running = self._refresh("running", snapshots.running_queryset(), snapshots.RUNNING_FIELDS, self.rows.running)
+        waiting = self._refresh("waiting", snapshots.waiting_queryset(), self.rows.waiting)
+        running = self._refresh("running", snapshots.running_queryset(), self.rows.running)
         self.rows.placements = snapshots.placements_of_running()  # few columns, and they change with any admission
         self.last = {"view": "kept", "waiting_read": waiting, "running_read": running}
         if every and self.passes % every == 0:
@@ -105,8 +122,8 @@ class KeptView:
         self.fleet = snapshots.read_fleet()
         self.rows = snapshots.JobRows(waiting={}, running={}, placements=snapshots.placements_of_running())
         self.marks = {}
-        self.rows.waiting, self.marks["waiting"] = _read_marked(snapshots.waiting_queryset(), snapshots.WAITING_FIELDS)
-        self.rows.running, self.marks["running"] = _read_marked(snapshots.running_queryset(), snapshots.RUNNING_FIELDS)
+        self.rows.waiting, self.marks["waiting"] = _read_marked(snapshots.waiting_queryset(), "waiting")
+        self.rows.running, self.marks["running"] = _read_marked(snapshots.running_queryset(), "running")
         self.built_at, self.passes = time.monotonic(), 0
         self.last = {"view": "rebuilt", "waiting_read": len(self.rows.waiting), "running_read": len(self.rows.running)}
 
@@ -121,17 +138,17 @@ class KeptView:
             for node in self.fleet.nodes:
                 node.cluster = by_id[node.cluster_id]
 
-    def _refresh(self, kind: str, query, fields, kept: dict[int, dict]) -> int:
+    def _refresh(self, kind: str, query, kept: dict[int, dict]) -> int:
         """Bring ``kept`` (rows of one kind, by id) to what ``query`` holds now; returns how many rows were read."""
-        now = dict(query.values_list("id", Fingerprint(*fields)))
+        now = dict(query.values_list("id", _mark(kind)))
         known = self.marks[kind]
         for gone in known.keys() - now.keys():
             del kept[gone]
         changed = [pk for pk, mark in now.items() if known.get(pk) != mark]
         if len(changed) > max(REREAD_ALL_SHARE * len(now), REREAD_ALL_ROWS):
-            read, marks = _read_marked(query, fields)
+            read, marks = _read_marked(query, kind)
         else:
-            read, marks = _read_marked(query.filter(pk__in=changed), fields) if changed else ({}, {})
+            read, marks = _read_marked(query.filter(pk__in=changed), kind) if changed else ({}, {})
         kept.update(read)
         for pk in changed:  # left the kind between the two queries: the next pass sees where it went
             if pk not in read:
@@ -140,10 +157,22 @@ class KeptView:
         return len(read)
 
 
-def _read_marked(query, fields) -> tuple[dict[int, dict], dict[int, int]]:
-    """Rows of ``fields`` by id, with each row's fingerprint from the same query."""
+#: The columns read of each kind of job row: exactly what the engine is told of it.
+FIELDS = {"waiting": snapshots.WAITING_FIELDS, "running": snapshots.RUNNING_FIELDS}
+
+
+def _mark(kind: str) -> Func:
+    """The fingerprint the kept view compares for a row of ``kind``: a waiting row's version and joined columns, a
+    running row's columns (``RowVersion``)."""
+    if kind == "waiting":
+        return RowVersion(Job, *(name for name in FIELDS[kind] if "__" in name))
+    return Fingerprint(*FIELDS[kind])
+
+
+def _read_marked(query, kind: str) -> tuple[dict[int, dict], dict[int, int]]:
+    """Rows of ``kind`` by id, with each row's fingerprint from the same query."""
     rows, marks = {}, {}
-    for row in query.values(*fields, kept_mark=Fingerprint(*fields)):
+    for row in query.values(*FIELDS[kind], kept_mark=_mark(kind)):
         marks[row["id"]] = row.pop("kept_mark")
         rows[row["id"]] = row
     return rows, marks

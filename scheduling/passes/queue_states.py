@@ -39,7 +39,6 @@ from scheduling.models import (
     queue_places,
 )
 from scheduling.passes import snapshots
-from scheduling.passes.kept import Fingerprint
 
 #: What a waiting job's reason row holds.
 REASON_FIELDS = ["wait_reason", "wait_reason_params"]
@@ -62,9 +61,11 @@ def store(values: Reasons) -> tuple[dict[int, tuple[str, bool]], int]:
     return KEPT.store(values)
 
 
-#: A stored reason row's fingerprint (``q`` is the row), as the kept view fingerprints job rows: the same in every
-#: query that reads or writes one.
-MARK = Fingerprint.template % {"expressions": 'q."wait_reason", q."wait_reason_params"'}
+#: A stored reason row's fingerprint (``q`` is the row): its version, the same in every query that reads or writes
+#: it. Every write of a row makes a new version of it, with the writing transaction's id (``xmin``) and a place in
+#: the table (``ctid``) that no version still visible to that transaction holds: so a row written again, even
+#: twice in one transaction, has another mark. (A hash of the reason's text cost three times as much to read.)
+MARK = 'hashtextextended(q."xmin"::text || q."ctid"::text, 0)'
 
 
 @dataclass
@@ -141,7 +142,7 @@ class KeptReasons:
             sql = (f'UPDATE "{table}" AS q SET "wait_reason" = t."reason", '  # noqa: S608
                    f'"wait_reason_params" = t."params" FROM {rows} AND q."job_id" = t."id" '
                    f'RETURNING q."job_id", {MARK}')
-        document = json.dumps([{"id": i, "reason": values[i][0], "params": values[i][1]} for i in ids])
+        document = json.dumps([{"id": i, "reason": values[i][0], "params": jsonable(values[i][1])} for i in ids])
         cursor.execute(sql, [document, *WAITING_STATUSES])
         marks = cursor.fetchall()
         for job_id in ids:
@@ -163,7 +164,7 @@ def _store_here(values: Reasons) -> tuple[dict[int, tuple[str, bool]], int]:
             "id", "status", *(f"queue_state__{name}" for name in REASON_FIELDS), "queue_state__job_id"):
         stored = tuple(state[:-1]) if state[-1] is not None else None
         found[job_id] = (status, stored is None or stored[0] != values[job_id][0])
-        row = JobQueueState(job_id, *values[job_id])
+        row = JobQueueState(job_id, values[job_id][0], jsonable(values[job_id][1]))
         if stored is None:
             new.append(row)
         elif stored != values[job_id]:  # a steady queue writes nothing
@@ -171,6 +172,12 @@ def _store_here(values: Reasons) -> tuple[dict[int, tuple[str, bool]], int]:
     bulk_insert(JobQueueState, new)
     bulk_set(JobQueueState, changed, REASON_FIELDS)
     return found, len(new) + len(changed)
+
+
+def jsonable(params: dict) -> dict:
+    """A reason's numbers as JSON stores them: an infinite estimate or count (none known) is null. Done only for
+    the rows written: the kept reasons compare what the engine gave."""
+    return {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in params.items()}
 
 
 def place_rows(places: list[tuple[int, int, int, float | None, float | None, float | None]],

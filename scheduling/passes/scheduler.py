@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -286,7 +285,8 @@ def _end_hopeless(waiting, now, report: PassReport) -> list:
             "Ended without another attempt: it avoids %(avoided)s after node faults, and no other %(gpu_model)s node "
             "could hold it. Its attempts: %(history)s."), {
             "avoided": wait.params["avoided"], "gpu_model": wait.params["gpu_model"], "history": history})
-        data[job.pk] = {"code": wait.reason.value, "params": _jsonable(wait.params), "attempts": len(attempts)}
+        data[job.pk] = {"code": wait.reason.value, "params": queue_states.jsonable(wait.params),
+                        "attempts": len(attempts)}
     ended = set()
     for job in jobs:  # one by one: each keeps the category of its own last fault
         last = ((job.executor_state or {}).get("attempts") or [{}])[-1]
@@ -303,7 +303,7 @@ def _end_hopeless(waiting, now, report: PassReport) -> list:
 def _store_waits(waiting, now, report: PassReport) -> None:
     """Each waiting job's reason, an event only when it changed, and its places and estimates for the queue
     table. Only the jobs that still wait are written (a cancel since the snapshot wins)."""
-    values = {w.job_id: (w.reason.value, _jsonable(w.params)) for w in waiting}
+    values = {w.job_id: (w.reason.value, w.params) for w in waiting}
     found, written = queue_states.store(values)
     report.states_written += written
     events = []
@@ -314,7 +314,7 @@ def _store_waits(waiting, now, report: PassReport) -> None:
         if reason_changed:
             events.append(JobEvent(job_id=wait.job_id, at=now, kind=JobEvent.Kind.WAIT_REASON, from_status=status,
                                    to_status=status, reason=wait.message,
-                                   data={"code": wait.reason.value, "params": values[wait.job_id][1]}))
+                                   data={"code": wait.reason.value, "params": queue_states.jsonable(wait.params)}))
         report.waiting.append((wait.job_id, wait.reason.value, wait.message))
         report.places.append((wait.job_id, wait.position, wait.tenant_position, wait.estimated_start,
                               wait.earliest_start, wait.latest_start))
@@ -330,7 +330,3 @@ def _store_places(snapshots: dict, report: PassReport) -> None:
     report.table_written = queue_states.write_table(rows, timezone.now())
     if report.table_written:
         pagecache.data_changed()  # queue positions and estimates shown on the dashboard
-
-
-def _jsonable(params: dict) -> dict:
-    return {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in params.items()}

@@ -82,3 +82,18 @@ def test_the_periodic_check_repairs_and_counts_a_view_that_went_wrong(settings):
     assert view.last["view"] == "rebuilt"
     counted = OperationalCounter.objects.get(name="gpuportal_scheduling_snapshot_mismatches_total")
     assert counted.value == 1
+
+
+def test_a_waiting_row_written_again_in_the_same_transaction_is_read_again():
+    """A waiting row's fingerprint is its version: two writes by one transaction share its id (``xmin``), and only
+    the place of the new version (``ctid``) tells them apart. Bare updates, outside any savepoint, as a pass's
+    own writes are made."""
+    users = build_world()["users"]
+    job = _submit(users, random.Random(5))
+    view = kept.KeptView()
+    Job.objects.filter(pk=job.pk).update(priority=5)
+    view.refresh()
+    Job.objects.filter(pk=job.pk).update(priority=6)
+    _fleet, rows = view.refresh()
+    assert view.last == {"view": "kept", "waiting_read": 1, "running_read": 0}
+    assert rows.waiting[job.pk]["priority"] == 6

@@ -2,6 +2,7 @@
 fingerprints (PostgreSQL) or read and compared (every other database), with the same answer, and the queue table
 of places and estimates, which a steady queue does not write again and every reader reads as the engine said it."""
 
+import math
 from datetime import UTC, datetime
 
 import pytest
@@ -43,6 +44,17 @@ def test_both_reason_writers_agree_and_a_steady_queue_writes_nothing():
                      jobs[2].pk: (JobStatus.QUEUED, False)}, 2)
     assert _stored(moved) == {pk: row for pk, row in moved.items() if pk in found}
     assert queue_states.store(moved)[1] == 0
+
+
+def test_a_number_with_no_finite_value_is_stored_as_null_and_written_once():
+    users = build_world()["users"]
+    jobs = [submission.submit_job(users["alice"], job_payload(gpus_per_node=8)) for _ in range(2)]
+    for store, job in ((queue_states.store, jobs[0]), (queue_states._store_here, jobs[1])):
+        values = {job.pk: ("gpus_busy", {"until": math.inf, "free": 2})}
+        assert store(values)[1] == 1
+        assert _stored(values) == {job.pk: ("gpus_busy", {"until": None, "free": 2})}
+        if store is queue_states.store:  # the kept reason is the engine's own: equal, not written again
+            assert store(values)[1] == 0
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the kept reasons are checked by PostgreSQL's hash")

@@ -183,6 +183,21 @@ class Fleet:
             self.derived["gpu_by_key"] = {(g.node_id, g.index): g for n in self.nodes for g in n.gpus.all()}
         return self.derived["gpu_by_key"]
 
+    def healthy(self) -> tuple[dict[int, bool], dict[tuple[str, str], int]]:
+        """Whether each node is schedulable, and the healthy GPUs on schedulable nodes per (cluster, model), what a
+        waiting job's home cluster is chosen by (``home_cluster``); counted again when a cluster's name changed."""
+        names = tuple(sorted((c.pk, c.name) for c in self.clusters))
+        key, counted = self.derived.get("healthy", (None, None))
+        if key != names:
+            schedulable = {node.id: node.schedulable for node in self.nodes}
+            healthy_gpus: dict[tuple[str, str], int] = defaultdict(int)
+            for node in self.nodes:
+                if schedulable[node.id]:
+                    healthy_gpus[(node.cluster.name, node.gpu_model)] += sum(1 for g in node.gpus.all() if g.healthy)
+            counted = (schedulable, dict(healthy_gpus))
+            self.derived["healthy"] = (names, counted)
+        return counted
+
     def engine_nodes(self, cluster: Cluster) -> tuple[engine.NodeSnapshot, ...]:
         """The engine's nodes of ``cluster`` (built again when its name, which they carry, changed)."""
         name, built = self.derived.get(("engine_nodes", cluster.pk), (None, ()))
@@ -346,18 +361,14 @@ def healthy_gpus_of(snapshots: dict[str, engine.Snapshot]) -> dict[tuple[str, st
     return counts
 
 
-def _waiting_by_cluster(clusters, nodes, estimates, now, rows: JobRows,
+def _waiting_by_cluster(fleet: Fleet, estimates, now, rows: JobRows,
                         after: dict[int, tuple[engine.Dependency, ...]] | None = None) -> dict[str, list]:
     """Waiting jobs by the cluster they belong to: the one they name (placed there, or asked for at submission),
     else the one with the most healthy GPUs of their model. ``after``: each job's dependencies as read this pass
     (``jobs.dependencies.waiting_dependencies``), part of what a kept job is built from, so that a parent's new
     status reaches the engine although the waiting job's own row is unchanged."""
-    after = after or {}
-    schedulable = {node.id: node.schedulable for node in nodes}
-    healthy_gpus: dict[tuple[str, str], int] = defaultdict(int)
-    for node in nodes:
-        if node.schedulable:
-            healthy_gpus[(node.cluster.name, node.gpu_model)] += sum(1 for g in node.gpus.all() if g.healthy)
+    after, clusters = after or {}, fleet.clusters
+    schedulable, healthy_gpus = fleet.healthy()
     by_cluster: dict[str, list] = defaultdict(list)
     executors = {c.name: c.executor for c in clusters}
     fleet = (sorted(healthy_gpus.items()), sorted(executors.items()))  # what a job's home cluster depends on
@@ -416,7 +427,7 @@ def load_snapshots(now=None, fleet: Fleet | None = None, rows: JobRows | None = 
     now = now or timezone.now()
     fleet = fleet or read_fleet()
     rows = rows or read_job_rows()
-    clusters, nodes = fleet.clusters, fleet.nodes
+    clusters = fleet.clusters
     estimates = runtime_estimates(now)
     running = running_jobs(now, estimates, rows)
     quotas, department_quotas, tenants = quota_snapshots(now), department_snapshots(), tenant_infos()
@@ -424,7 +435,7 @@ def load_snapshots(now=None, fleet: Fleet | None = None, rows: JobRows | None = 
                                             r.end.timestamp())
                          for r in Reservation.objects.filter(end__gt=now).select_related("tenant"))
 
-    by_cluster = _waiting_by_cluster(clusters, nodes, estimates, now, rows, dependencies.waiting_dependencies())
+    by_cluster = _waiting_by_cluster(fleet, estimates, now, rows, dependencies.waiting_dependencies())
     outside = outside_holds(now)
     history = recent_shapes(now, [cluster.pk for cluster in clusters])
     snapshots = {}

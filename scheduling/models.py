@@ -11,6 +11,7 @@ from array import array
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
+from itertools import chain
 from typing import TypedDict
 
 from django.conf import settings
@@ -637,7 +638,7 @@ class QueuePlaces:
     @staticmethod
     def encode(rows: list[tuple[int, ...]]) -> bytes:
         """``rows`` of ``PLACE_FIELDS`` as the bytes a ``QueueTable`` keeps."""
-        numbers = array("q", (n for row in rows for n in row))
+        numbers = array("q", chain.from_iterable(rows))
         if sys.byteorder != "little":
             numbers.byteswap()
         return numbers.tobytes()

@@ -260,7 +260,7 @@ def _admit(admissions, jobs: dict, node_by_id, gpu_by_key, now, report: PassRepo
                                            data=data, cluster=cluster, skip_moved=True)
         admitted_ids |= {event.job_id for event in events}
         report.admitted += [(job.pk, where) for job, where in admitted if job.pk in admitted_ids]
-    JobAllocation.objects.bulk_create([a for job_id in admitted_ids for a in allocations[job_id]], batch_size=5000)
+    bulk_insert(JobAllocation, [a for job_id in admitted_ids for a in allocations[job_id]])
     landed = [job for admitted in by_cluster.values() for job, _where in admitted
               if job.pk in admitted_ids and job.accept_models]
     Job.objects.bulk_update(landed, ["gpu_model"])  # metering, quotas and reports count the model it runs on

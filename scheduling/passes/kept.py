@@ -62,7 +62,8 @@ class RowVersion(Func):
     the row makes a new version, with the writing transaction's id (``xmin``) and a place in the table (``ctid``)
     that no version still visible to that transaction holds, so a row written again, even twice in one
     transaction, has another hash. A third of the cost of hashing every column's text, for the waiting jobs, whose
-    rows nobody writes while they wait; a write that changes nothing the engine is told only reads the row again.
+    rows are seldom written while they wait (a hold, a new priority); a write that changes nothing the engine is
+    told only reads the row again.
     (Running jobs keep ``Fingerprint``: the status sync writes their rows as they run.)"""
 
     template = 'hashtextextended(ROW(%(table)s."xmin", %(table)s."ctid", %(expressions)s)::text, 0)'
@@ -165,8 +166,8 @@ FIELDS = {"waiting": snapshots.WAITING_FIELDS, "running": snapshots.RUNNING_FIEL
 
 
 def _mark(kind: str) -> Func:
-    """The fingerprint the kept view compares for a row of ``kind``: a waiting row's version and joined columns, a
-    running row's columns (``RowVersion``)."""
+    """The fingerprint the kept view compares for a row of ``kind``: a waiting row's version and joined columns
+    (``RowVersion``), a running row's columns (``Fingerprint``)."""
     if kind == "waiting":
         return RowVersion(Job, *(name for name in FIELDS[kind] if "__" in name))
     return Fingerprint(*FIELDS[kind])

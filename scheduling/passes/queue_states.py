@@ -167,7 +167,7 @@ def _store_here(values: Reasons) -> tuple[dict[int, tuple[str, bool]], int]:
         row = JobQueueState(job_id, values[job_id][0], jsonable(values[job_id][1]))
         if stored is None:
             new.append(row)
-        elif stored != values[job_id]:  # a steady queue writes nothing
+        elif stored != (row.wait_reason, row.wait_reason_params):  # a steady queue writes nothing
             changed.append(row)
     bulk_insert(JobQueueState, new)
     bulk_set(JobQueueState, changed, REASON_FIELDS)

@@ -61,10 +61,10 @@ class RowVersion(Func):
     """A 64-bit hash of a job row's version and of the joined columns ``names`` (``tenant__name``...): every write of
     the row makes a new version, with the writing transaction's id (``xmin``) and a place in the table (``ctid``)
     that no version still visible to that transaction holds, so a row written again, even twice in one
-    transaction, has another hash. A third of the cost of hashing every column's text, for the waiting jobs, whose
-    rows are seldom written while they wait (a hold, a new priority); a write that changes nothing the engine is
-    told only reads the row again.
-    (Running jobs keep ``Fingerprint``: the status sync writes their rows as they run.)"""
+    transaction, has another hash. Cheaper than hashing every column's text (18 against 29 ms at 10,000 rows), for
+    the waiting jobs, whose rows are seldom written while they wait (a hold, a new priority); a write that changes
+    nothing the engine is told only reads the row again. (Running jobs keep ``Fingerprint``: the status sync
+    writes their rows as they run.)"""
 
     template = 'hashtextextended(ROW(%(table)s."xmin", %(table)s."ctid", %(expressions)s)::text, 0)'
     output_field = BigIntegerField()

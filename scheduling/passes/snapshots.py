@@ -415,7 +415,8 @@ def department_snapshots() -> tuple[engine.DepartmentQuota, ...]:
 
 
 def tenant_infos() -> tuple[engine.TenantInfo, ...]:
-    return tuple(engine.TenantInfo(t.name, t.fair_share_weight) for t in Tenant.objects.all())
+    return tuple(engine.TenantInfo(name, weight) for name, weight in Tenant.objects.values_list(
+        "name", "fair_share_weight"))
 
 
 def load_snapshots(now=None, fleet: Fleet | None = None, rows: JobRows | None = None):

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling import engine
-from tenants.models import Quota
+from tenants.models import Department, Quota
 from tenants.quotas import effective_quotas, grant_burst, quota_gpus, tenant_gpu_limit
 from tests.factories import make_tenant
 
@@ -25,6 +25,20 @@ def test_effective_limit_adds_only_the_bursts_active_now():
     assert rows["H100"].effective_limit == 2
     assert tenant_gpu_limit(tenant, now) == 14  # what the tenant's Kubernetes ResourceQuota enforces
     assert tenant_gpu_limit(tenant, now + timedelta(hours=2, minutes=30)) == 110
+
+
+def test_every_quota_is_read_with_its_department_and_its_tenants_bursts():
+    physics = Department.objects.create(name="physics")
+    optics, lone = make_tenant("optics", quotas={"A100": (4, 8)}), make_tenant("lone", quotas={"A100": (1, 2)})
+    optics.department = physics
+    optics.save()
+    now = timezone.now()
+    grant_burst(optics, "A100", 4, now - timedelta(hours=1), now + timedelta(hours=1))
+    grant_burst(make_tenant("quotaless"), "A100", 9, now - timedelta(hours=1), now + timedelta(hours=1))
+    rows = {q.tenant: q for q in effective_quotas(now=now)}
+    assert set(rows) == {"optics", "lone"}  # a burst without a quota adds no row
+    assert (rows["optics"].department, rows["optics"].effective_limit) == ("physics", 12)
+    assert (rows["lone"].department, rows["lone"].effective_limit) == ("", 2)
 
 
 def test_a_share_counts_as_one_gpu_against_the_quota_in_the_engine_and_the_rule():

@@ -29,7 +29,8 @@ def test_effective_limit_adds_only_the_bursts_active_now():
 
 def test_every_quota_is_read_with_its_department_and_its_tenants_bursts():
     physics = Department.objects.create(name="physics")
-    optics, lone = make_tenant("optics", quotas={"A100": (4, 8)}), make_tenant("lone", quotas={"A100": (1, 2)})
+    optics = make_tenant("optics", quotas={"A100": (4, 8)})
+    make_tenant("lone", quotas={"A100": (1, 2)})
     optics.department = physics
     optics.save()
     now = timezone.now()

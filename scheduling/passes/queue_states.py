@@ -93,9 +93,13 @@ class KeptReasons:
             cursor.execute(f'SELECT q."job_id", {MARK} FROM "{table}" q')  # noqa: S608
             marks = dict(cursor.fetchall())
             waiting = dict(snapshots.waiting_queryset().values_list("id", "status"))
-            now = {job_id: (status, marks.get(job_id)) for job_id, status in waiting.items() if job_id in values}
-            unknown = [job_id for job_id, (_status, mark) in now.items()
-                       if mark is not None and self.rows.get(job_id, (None,))[0] != mark]
+            now, unknown, kept_rows, nothing = {}, [], self.rows, (None,)
+            for job_id, status in waiting.items():  # one walk of 10,000 jobs: what waits, and which rows to read
+                if job_id in values:
+                    mark = marks.get(job_id)
+                    now[job_id] = (status, mark)
+                    if mark is not None and kept_rows.get(job_id, nothing)[0] != mark:
+                        unknown.append(job_id)
             if unknown:  # written by someone else, or not by this process: read as stored
                 cursor.execute(f'SELECT q."job_id", q."wait_reason", q."wait_reason_params", {MARK} '  # noqa: S608
                                f'FROM "{table}" q WHERE q."job_id" = ANY(%s)', [unknown])
@@ -103,7 +107,7 @@ class KeptReasons:
                     self.rows[job_id] = (mark, (reason, json.loads(params) if isinstance(params, str) else params))
             found, new, changed = {}, [], []
             for job_id, (status, mark) in now.items():
-                kept = self.rows.get(job_id)
+                kept = kept_rows.get(job_id)
                 if mark is None:  # no state yet
                     found[job_id] = (status, True)
                     new.append(job_id)
@@ -111,8 +115,9 @@ class KeptReasons:
                     found[job_id] = (status, True)
                     changed.append(job_id)
                 else:
-                    found[job_id] = (status, kept[1][0] != values[job_id][0])
-                    if kept[1] != values[job_id]:  # a steady queue writes nothing
+                    stored, value = kept[1], values[job_id]
+                    found[job_id] = (status, stored[0] != value[0])
+                    if stored != value:  # a steady queue writes nothing
                         changed.append(job_id)
             written = self._write(cursor, changed, values, new=False) | self._write(cursor, new, values, new=True)
         # A job whose row was not written stopped waiting since its status was read (its row goes with it): no

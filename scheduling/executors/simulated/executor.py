@@ -19,6 +19,7 @@ executor's are (``lifecycle.fail_or_retry``); each attempt draws its own plan un
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 from dataclasses import replace
@@ -114,14 +115,14 @@ class SimulatedExecutor(Executor):
             return update
         if simulated_serving.alive(serving):
             return update
-        with transaction.atomic():
+        with _recorded() as started:
             fresh = self._wanted_state(job, job.status)
             if fresh is None:
                 return update
             current = fresh.get("ports_serving") or {}
             if not simulated_serving.alive(current):
                 simulated_serving.stop(current)
-                current = simulated_serving.start_ports(job)
+                current = started(simulated_serving.start_ports(job))
                 fresh = {**fresh, "ports_serving": current}
                 type(job).objects.filter(pk=job.pk).update(executor_state=fresh)
             job.executor_state = fresh
@@ -185,13 +186,13 @@ class SimulatedExecutor(Executor):
             if not dispatched or (now - parse_datetime(dispatched)).total_seconds() < plan["pull_seconds"] * \
                     simulated_log.time_scale(job):
                 return None
-            with transaction.atomic():
+            with _recorded() as started:
                 fresh = self._wanted_state(job, JobStatus.DISPATCHING)
                 if fresh is None:
                     return None
                 serving = fresh.get("serving")
                 if not serving:  # nobody started it yet; whichever sync moves the job on, this is its server
-                    serving = simulated_serving.start(job, 0, plan["ready_seconds"], plan["crash_seconds"])
+                    serving = started(simulated_serving.start(job, 0, plan["ready_seconds"], plan["crash_seconds"]))
                     fresh = {**fresh, "serving": serving}
                     type(job).objects.filter(pk=job.pk).update(executor_state=fresh)
                 job.executor_state = fresh  # the transition saves the fresh state, not the copy read before
@@ -214,7 +215,7 @@ class SimulatedExecutor(Executor):
         if job.kind == WorkloadKind.NOTEBOOK:
             return self._serving_failed(job, FailureCategory.EXIT_CODE,
                                         Phrase(gettext_noop("The notebook server exited.")))
-        with transaction.atomic():
+        with _recorded() as started:
             fresh = self._wanted_state(job, JobStatus.RUNNING)
             if fresh is None:
                 return None
@@ -222,8 +223,8 @@ class SimulatedExecutor(Executor):
             if _server_of(current) != _server_of(serving):  # another sync restarted it already: that one serves
                 job.executor_state = fresh
                 return None
-            restarted = simulated_serving.start(job, current.get("restarts", 0) + 1, plan["ready_seconds"],
-                                                plan["crash_seconds"])
+            restarted = started(simulated_serving.start(job, current.get("restarts", 0) + 1, plan["ready_seconds"],
+                                                        plan["crash_seconds"]))
             job.executor_state = {**fresh, "serving": restarted}
             type(job).objects.filter(pk=job.pk).update(executor_state=job.executor_state)
         return None
@@ -309,6 +310,29 @@ class SimulatedExecutor(Executor):
         a job's named ports."""
         _stop_servers(job, (job.executor_state or {}).get("serving") or {})
         _stop_ports(job, (job.executor_state or {}).get("ports_serving") or {})
+
+
+@contextlib.contextmanager
+def _recorded():
+    """A transaction in which stand-ins are started and recorded on the job's row; ``started(serving)`` notes one.
+    When the transaction does not commit (the database ended the session under it, the worker's task failed),
+    the stand-ins it started are stopped: nothing records them, so no stop or restart would ever find them, and
+    they would serve for as long as the worker lives (found by the chaos soak: a replica's server still running
+    after its service was stopped, recorded nowhere). The status sync runs this outermost, so leaving the block
+    is the commit."""
+    servers: list[dict] = []
+
+    def started(serving: dict) -> dict:
+        servers.append(serving)
+        return serving
+
+    try:
+        with transaction.atomic():
+            yield started
+    except BaseException:
+        for serving in servers:
+            simulated_serving.stop(serving)
+        raise
 
 
 def _server_of(serving: dict) -> tuple:

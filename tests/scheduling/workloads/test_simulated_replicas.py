@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from scheduling.executors import SimulatedExecutor
@@ -63,6 +64,14 @@ def standins(settings, tmp_path):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert left == [], "stand-in processes outlived the test"
+
+
+def _left(directory: Path, expected: list[int]) -> list[int]:
+    """The live stand-ins once those that were sent their stop have had a moment to exit."""
+    deadline = time.monotonic() + 5
+    while (found := _standins(directory)) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
 
 
 def _service(api) -> tuple[JobGroup, Job]:
@@ -188,6 +197,37 @@ def test_two_syncs_start_a_dispatched_replica_once(api, users, standins):
     serving = replica.executor_state["serving"]
     assert replica.status == JobStatus.RUNNING and serving["pid"] == running[0]
     assert serving["restarts"] == 0 and simulated_serving.alive(serving)
+
+
+def test_a_server_whose_record_is_not_committed_is_stopped(api, users, standins, monkeypatch):
+    """The database ends the sync's session between the start and the commit (the chaos soak terminates every
+    session): the record rolls back, and the server it would have named is stopped with it, on the first start and
+    on a restart alike."""
+    _group, replica = _service(api)
+    assert replica.status == JobStatus.DISPATCHING
+    update = QuerySet.update
+
+    def lost(queryset, **fields):  # the record of a server: the session ends under it
+        if "executor_state" in fields and "serving" in fields["executor_state"]:
+            assert simulated_serving.alive(fields["executor_state"]["serving"])  # started, about to be recorded
+            raise OperationalError("terminating connection due to administrator command")
+        return update(queryset, **fields)
+
+    monkeypatch.setattr(QuerySet, "update", lost)
+    with pytest.raises(OperationalError):
+        _sync_step(_as_the_sync_reads(replica.pk))
+    assert _left(standins, []) == [] and _launches(standins) == 1
+    replica.refresh_from_db()
+    assert replica.status == JobStatus.DISPATCHING and "serving" not in replica.executor_state
+    monkeypatch.setattr(QuerySet, "update", update)  # the next sync starts and records one
+
+    _group, second = _running_with_dead_server(api)  # its syncs started and recorded the first replica's too
+    replica.refresh_from_db()
+    monkeypatch.setattr(QuerySet, "update", lost)
+    with pytest.raises(OperationalError):
+        _sync_step(_as_the_sync_reads(second.pk))
+    kept = [replica.executor_state["serving"]["pid"]]
+    assert _left(standins, kept) == kept  # the restart's server went with its record
 
 
 def test_a_server_started_by_a_sync_whose_transition_loses_to_a_cancel_is_stopped(api, users, standins):

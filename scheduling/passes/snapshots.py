@@ -371,7 +371,7 @@ def _waiting_by_cluster(fleet: Fleet, estimates, now, rows: JobRows,
     schedulable, healthy_gpus = fleet.healthy()
     by_cluster: dict[str, list] = defaultdict(list)
     executors = {c.name: c.executor for c in clusters}
-    fleet = (sorted(healthy_gpus.items()), sorted(executors.items()))  # what a job's home cluster depends on
+    homes = (sorted(healthy_gpus.items()), sorted(executors.items()))  # what a job's home cluster depends on
 
     def routed(j):
         home = j["cluster__name"] or j["asked_cluster__name"] or home_cluster(
@@ -380,7 +380,7 @@ def _waiting_by_cluster(fleet: Fleet, estimates, now, rows: JobRows,
 
     for j in _newest_first(rows.waiting):
         # avoided nodes depend on the clock and the nodes' state: such a job is built again every time
-        inputs = (now if (j["executor_state"] or {}).get("avoid_nodes") else None, fleet, after.get(j["id"]))
+        inputs = (now if (j["executor_state"] or {}).get("avoid_nodes") else None, homes, after.get(j["id"]))
         home, job = rows.reuse(j, inputs, _expected_runtime(j, estimates), lambda j=j: routed(j))
         by_cluster[home].append(job)
     return by_cluster

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from scheduling import engine
 from scheduling.jobs.queries import size_text
-from scheduling.passes import preview
+from scheduling.passes import preview, queue_states
 
 #: A waiting job is "delayed" when its estimated start moves later by more than this (seconds).
 DELAY_TOLERANCE = 60.0
@@ -115,7 +115,7 @@ class _Describe:
 def _wait_fields(wait) -> dict:
     """A waiting job's reason (code and numbers, rendered in the reader's language on the page), its queue
     positions and likely start."""
-    return {"code": wait.reason.value, "params": _jsonable(wait.params), "position": wait.position,
+    return {"code": wait.reason.value, "params": queue_states.jsonable(wait.params), "position": wait.position,
             "tenant_position": wait.tenant_position, "estimated_start": _iso(wait.estimated_start),
             "earliest_start": _iso(wait.earliest_start), "latest_start": _iso(wait.latest_start)}
 
@@ -201,10 +201,6 @@ def _iso(timestamp: float | None) -> str | None:
     if timestamp is None or not math.isfinite(timestamp):
         return None
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="minutes")
-
-
-def _jsonable(params: dict) -> dict:
-    return {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in params.items()}
 
 
 def _when(wait) -> str | None:

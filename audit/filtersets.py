@@ -9,7 +9,8 @@ from .models import AuditAction, AuditRecord
 class AuditFilterSet(django_filters.FilterSet):
     actor = django_filters.CharFilter(field_name="actor_name", label=_("Actor"))
     tenant = django_filters.CharFilter(field_name="tenant__name", label=_("Tenant"))
-    action = django_filters.MultipleChoiceFilter(choices=AuditAction.choices, label=_("Action"))
+    # The record's own column: nothing for DISTINCT (django-filter's default for several values) to remove.
+    action = django_filters.MultipleChoiceFilter(choices=AuditAction.choices, label=_("Action"), distinct=False)
     since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte", label=_("From (ISO time)"))
     until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt", label=_("Until (ISO time)"))
 

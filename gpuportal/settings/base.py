@@ -85,6 +85,8 @@ def database(url: str) -> dict:
     more CPU than the job list itself (bench_portal)."""
     settings = dj_database_url.parse(url, conn_max_age=env_int("GPUPORTAL_DB_CONN_MAX_AGE", 60),
                                      conn_health_checks=True)
+    if settings["ENGINE"].endswith("postgresql"):
+        settings["OPTIONS"] = postgresql_options(env_int("GPUPORTAL_DB_PREPARE_AFTER", 5))
     if settings["ENGINE"].endswith("sqlite3"):
         # The demo runs the web server and the scheduler loop as two processes on one file: WAL lets readers
         # and a writer proceed together, IMMEDIATE transactions and a timeout turn lock clashes into waits.
@@ -94,6 +96,19 @@ def database(url: str) -> dict:
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     return settings
+
+
+def postgresql_options(prepare_after: int) -> dict:
+    """Parameters sent apart from the SQL (server-side binding), so that psycopg prepares a query once it ran
+    ``prepare_after`` times on a connection (0: never, and the values are bound into the SQL as before).
+
+    Why: PostgreSQL planned the pages' joins afresh at every request, and planning cost ten times the
+    execution (a job's page: 1.5 ms to plan its main query, 0.14 ms to run it). A prepared query is planned
+    once per connection, or kept as a generic plan. A pooler in transaction mode that does not track prepared
+    statements (PgBouncer before 1.21, or without ``max_prepared_statements``) needs 0."""
+    if prepare_after <= 0:
+        return {}
+    return {"server_side_binding": True, "prepare_threshold": prepare_after}
 
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -33,7 +33,9 @@ def _choice_list() -> str:
 
 
 class JobFilterSet(django_filters.FilterSet):
-    status = django_filters.MultipleChoiceFilter(choices=JobStatus.choices, label=_("Status"))
+    # The job's own column: no join, so no duplicate for DISTINCT (django-filter's default for several values)
+    # to remove, and with DISTINCT PostgreSQL refused an order by an expression with bound parameters.
+    status = django_filters.MultipleChoiceFilter(choices=JobStatus.choices, label=_("Status"), distinct=False)
     task_type = django_filters.ModelChoiceFilter(field_name="task_type", to_field_name="code",
                                                  queryset=TaskType.objects.all(), label=_("Task type"),
                                                  empty_label=_("Any task type"))
@@ -53,7 +55,7 @@ class JobFilterSet(django_filters.FilterSet):
     # Shapes the page and the export, not the jobs chosen: the list reads it from the form.
     columns = django_filters.MultipleChoiceFilter(
         choices=[(key, _(column.heading)) for key, column in COLUMNS.items()], method="filter_columns",
-        label=_("Columns"), widget=ColumnBoxes,
+        label=_("Columns"), widget=ColumnBoxes, distinct=False,
         error_messages={"invalid_choice": format_lazy(_("Unknown column %(value)s: choose among {choices}."),
                                                       choices=_choice_list())})
 

@@ -6,9 +6,10 @@ from the same snapshots the pass decides on (``snapshots``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from django.db.models import Case, Count, F, Func, IntegerField, Max, Q, QuerySet, Value, When
+from django.db.models import Case, Count, F, Func, IntegerField, Max, Q, QuerySet, When
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -158,24 +159,37 @@ def cluster_queue(user, cluster_name: str | None = None, gpu_model: str | None =
     return rows
 
 
+#: What ``QueuePlaces.ranks_json`` is made of (job ids and ranks): nothing that needs quoting in SQL.
+_RANKS = re.compile(r'[{}0-9":, ]*')
+
+
 class _RankOf(Func):
     """A job's rank looked up by its id in a JSON object of ranks (``queue_rank``): PostgreSQL finds a key of a
-    ``jsonb`` object by binary search, so a list of every job sorts in one pass over it."""
+    ``jsonb`` object by binary search, so a list of every job sorts in one pass over it.
+
+    The ranks are written into the SQL as a constant, not bound as a parameter: a prepared query's generic plan
+    (``settings.base.postgresql_options``) would read a parameter's JSON again for every row, where a constant is
+    read once, when the query is planned."""
 
     output_field = IntegerField()
 
+    def __init__(self, ranks: str, pk, **extra):
+        if not _RANKS.fullmatch(ranks):
+            raise ValueError("queue ranks hold job ids and ranks only")
+        self.ranks = ranks
+        super().__init__(pk, **extra)
+
     def as_sql(self, compiler, connection, **extra):
-        (ranks, ranks_params), (pk, pk_params) = (compiler.compile(e) for e in self.get_source_expressions())
+        pk, pk_params = compiler.compile(self.get_source_expressions()[0])
         if connection.vendor == "postgresql":
-            return f"(({ranks})::jsonb ->> ({pk})::text)::integer", [*ranks_params, *pk_params]
-        return f"CAST(json_extract({ranks}, '$.\"' || {pk} || '\"') AS INTEGER)", [*ranks_params, *pk_params]
+            return f"('{self.ranks}'::jsonb ->> ({pk})::text)::integer", pk_params
+        return f"CAST(json_extract('{self.ranks}', '$.\"' || {pk} || '\"') AS INTEGER)", pk_params
 
 
 def queue_rank() -> Case:
     """Each job's rank in queue order (1 first) while it waits, NULL otherwise, as an expression to sort a
     queryset by: the places are the queue table's (``models.queue_places``), not columns of the job rows."""
-    ranks = Value(queue_places().ranks_json)
-    return Case(When(status__in=WAITING_STATUSES, then=_RankOf(ranks, F("pk"))), default=None,
+    return Case(When(status__in=WAITING_STATUSES, then=_RankOf(queue_places().ranks_json, F("pk"))), default=None,
                 output_field=IntegerField())
 
 

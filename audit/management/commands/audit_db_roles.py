@@ -13,6 +13,7 @@ import re
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.utils.translation import gettext as _
+from psycopg import sql as pgsql
 
 from audit.models import AuditChainHead, AuditRecord
 
@@ -71,7 +72,9 @@ class Command(BaseCommand):
                 password = os.environ.get(password_env, "")
                 if not password:
                     raise CommandError(_("--password-env names %(name)s, which is empty") % {"name": password_env})
-                cursor.execute(f"ALTER ROLE {connection.ops.quote_name(app_role)} PASSWORD %s", [password])
+                # A utility statement takes no bound parameter: the password is quoted into it by psycopg.
+                cursor.execute(pgsql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    pgsql.Identifier(app_role), pgsql.Literal(password)).as_string(connection.connection))
             cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [app_role])
             if cursor.fetchone()[0]:
                 raise CommandError(_("%(role)s is a superuser: it could switch the audit triggers off") % {

@@ -3,10 +3,12 @@
 from datetime import timedelta
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from scheduling.jobs import submission
-from scheduling.models import Job
+from scheduling.jobs.queries import _RankOf
+from scheduling.models import Job, queue_places
 from tenants.models import Tenant
 from tenants.quotas import grant_burst
 from tests.conftest import job_payload, long_run
@@ -36,6 +38,24 @@ def test_dashboard_shows_quota_bars_jobs_and_queue(client, users):
     assert "Tenant vision uses 16 of its 16 A100 GPUs" in html
     assert f'data-job-id="{waiting.pk}"' in html
     assert 'data-tenant="nlp"' not in html
+
+
+def test_the_dashboard_queue_is_in_the_queue_table_s_order(client, users):
+    """The ranks are written into the SQL as a constant (``queries._RankOf``): the rows come in their order,
+    not in the order of submission, and text that is not ranks is refused before it reaches the SQL."""
+    for _ in range(2):
+        submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999)))
+    waiting = [submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name=f"waits-{n}", task_type=kind))
+               for n, kind in enumerate(("research", "evaluation", "training", "research"))]
+    ranks = queue_places(fresh=True).ranks
+    placed = sorted((job.pk for job in waiting), key=ranks.__getitem__)
+    assert placed != [job.pk for job in waiting]  # the classes reorder them
+    html = login(client, "alice").get("/").content.decode()
+    queue = html[html.index("Queue of my tenants"):]
+    assert [queue.index(f'data-job-id="{pk}"') for pk in placed] == sorted(
+        queue.index(f'data-job-id="{pk}"') for pk in placed)
+    with pytest.raises(ValueError):
+        _RankOf("{\"1\": 1}'; SELECT 1; --", F("pk"))
 
 
 def test_empty_pages_say_so(client, users):

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gpuportal.web.api import text_field
-from scheduling.api.serializers import JobDetailSerializer, JobSerializer, JobSubmitFields, _submit_field
+from scheduling.api.serializers import JobDetailSerializer, JobSerializer, JobSubmitFields, _submit_field, job_detail
 from scheduling.api.views import job_queryset
 from scheduling.jobs import cloning, submission
 from scheduling.models import JobTemplate
@@ -126,7 +126,7 @@ class TemplateViewSet(viewsets.ReadOnlyModelViewSet):
         data = job_templates.apply_template(version, body.validated_data.get("parameters") or {}, fields)
         job = submission.create_jobs(request.user, submission.validate_job_request(request.user, data))
         job = get_object_or_404(job_queryset(request.user).prefetch_related("events__actor"), pk=job.pk)
-        return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
+        return Response(job_detail(job), status=status.HTTP_201_CREATED)
 
 
 class JobCloneView(APIView):

@@ -25,6 +25,7 @@ from scheduling.api.serializers import (
     QueueRowSerializer,
     QuotaUseSerializer,
     TaskTypeSerializer,
+    job_detail,
 )
 from scheduling.jobs import actions as job_actions
 from scheduling.jobs import progress, queries, submission
@@ -75,6 +76,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def list(self, request, *args, **kwargs):
         return pagecache.cached_api(request, "api-jobs", lambda: self._listing(request))
 
+    def retrieve(self, request, *args, **kwargs):
+        return Response(job_detail(self.get_object(), self.get_serializer_context()))
+
     def _listing(self, request) -> Response:
         """The page as ``JobSerializer`` gives it, read as plain values and each row kept by what it shows
         (``rows``): only the jobs whose rows are missing are built and serialised."""
@@ -105,7 +109,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             request.user, body.validated_data, lookups)])[0][0]
         job = get_object_or_404(job_queryset(request.user).prefetch_related(
             Prefetch("events", JobEvent.objects.select_related("actor"))), pk=job.pk)
-        return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
+        return Response(job_detail(job), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=CancelSerializer, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
@@ -115,26 +119,26 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         body.is_valid(raise_exception=True)
         job_actions.cancel_job(request.user, job, body.validated_data.get("reason", ""))
         job = get_object_or_404(self.get_queryset().prefetch_related("events__actor"), pk=job.pk)
-        return Response(JobDetailSerializer(job).data)
+        return Response(job_detail(job))
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
     def hold(self, request, pk=None):
         job_actions.set_hold(request.user, self.get_object(), hold=True)
-        return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
+        return Response(job_detail(self.get_queryset().get(pk=pk)))
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
     def release(self, request, pk=None):
         job_actions.set_hold(request.user, self.get_object(), hold=False)
-        return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
+        return Response(job_detail(self.get_queryset().get(pk=pk)))
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"], url_path="clear-avoidance")
     def clear_avoidance(self, request, pk=None):
         """Platform admins: let a waiting job run again on the nodes its earlier attempts failed on."""
         job_actions.clear_avoidance(request.user, self.get_object())
-        return Response(JobDetailSerializer(self.get_queryset().get(pk=pk)).data)
+        return Response(job_detail(self.get_queryset().get(pk=pk)))
 
 
 class QuotaUsageView(generics.ListAPIView):

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from fleet.models import GPU
 from gpuportal.web.serializers import planned_rows
-from scheduling.api.serializers import JobSerializer
+from scheduling.api.serializers import JobDetailSerializer, JobSerializer, job_detail
 from scheduling.models import FailureCategory, Job, JobAllocation, JobStatus
 from tests.conftest import job_payload, long_run
 
@@ -70,3 +70,22 @@ def test_a_serializer_planned_once_gives_what_a_fresh_one_gives_for_each_call(ap
         rows = planned_rows(JobSerializer, jobs, context)
         assert rows == JobSerializer(jobs, many=True, context=context).data
         assert {row["id"]: row for row in rows}[ids["running"]]["url"].startswith(f"http://{host}/")
+
+
+def test_a_job_s_detail_by_the_planned_serializer_is_what_a_fresh_one_gives(api, rf):
+    """``job_detail`` (the submission's, an action's and the job's own answer) against ``JobDetailSerializer``
+    built afresh: the events, the attempts, the placement and a failure, each job after the other with one
+    serializer, and a reader's request or none."""
+    ids = _jobs_of_every_kind(api("alice"))
+    jobs = Job.objects.for_listing().with_placement().prefetch_related("events__actor").order_by("pk")
+    assert {job.status for job in jobs} >= {JobStatus.QUEUED, JobStatus.FAILED}
+    request = rf.get("/api/jobs/")
+    request.user = Job.objects.get(pk=ids["running"]).owner
+    for context in ({}, {"request": request}, {}):
+        for job in jobs:
+            detail = job_detail(job, context)
+            assert detail == JobDetailSerializer(job, context=context).data
+            assert detail["events"] and detail["id"] == job.pk
+    running = job_detail(jobs.get(pk=ids["running"]))  # admitted: an attempt, GPUs held
+    assert running["attempts"] and running["placement"]
+    assert job_detail(jobs.get(pk=ids["failed"]))["failure"]["category"] == FailureCategory.OUT_OF_MEMORY

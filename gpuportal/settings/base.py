@@ -6,6 +6,7 @@ import dj_database_url
 from django.utils.translation import gettext_lazy as _
 
 from gpuportal.settings.environment import env_int, env_str
+from gpuportal.storage.cursors import BoundCursor
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -99,16 +100,16 @@ def database(url: str) -> dict:
 
 
 def postgresql_options(prepare_after: int) -> dict:
-    """Parameters sent apart from the SQL (server-side binding), so that psycopg prepares a query once it ran
-    ``prepare_after`` times on a connection (0: never, and the values are bound into the SQL as before).
+    """Parameters sent apart from the SQL (``gpuportal.storage.cursors``), so that psycopg prepares a query once it
+    ran ``prepare_after`` times on a connection; 0: never, and the values are merged into the SQL (Django's
+    default cursor).
 
     Why: PostgreSQL planned the pages' joins afresh at every request, and planning cost ten times the
-    execution (a job's page: 1.5 ms to plan its main query, 0.14 ms to run it). A prepared query is planned
-    once per connection, or kept as a generic plan. A pooler in transaction mode that does not track prepared
-    statements (PgBouncer before 1.21, or without ``max_prepared_statements``) needs 0."""
+    execution. A pooler in transaction mode that does not track prepared statements (PgBouncer before 1.21, or
+    without ``max_prepared_statements``) needs 0."""
     if prepare_after <= 0:
         return {}
-    return {"server_side_binding": True, "prepare_threshold": prepare_after}
+    return {"cursor_factory": BoundCursor, "prepare_threshold": prepare_after}
 
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

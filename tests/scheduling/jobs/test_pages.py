@@ -6,9 +6,9 @@ import pytest
 from django.db.models import F
 from django.utils import timezone
 
-from scheduling.jobs import submission
-from scheduling.jobs.queries import _RankOf
-from scheduling.models import Job, queue_places
+from scheduling.jobs import queries, submission
+from scheduling.lifecycle import import_jobs
+from scheduling.models import Job, JobStatus, queue_places
 from tenants.models import Tenant
 from tenants.quotas import grant_burst
 from tests.conftest import job_payload, long_run
@@ -40,9 +40,9 @@ def test_dashboard_shows_quota_bars_jobs_and_queue(client, users):
     assert 'data-tenant="nlp"' not in html
 
 
-def test_the_dashboard_queue_is_in_the_queue_table_s_order(client, users):
-    """The ranks are written into the SQL as a constant (``queries._RankOf``): the rows come in their order,
-    not in the order of submission, and text that is not ranks is refused before it reaches the SQL."""
+def test_the_dashboard_queue_is_in_the_queue_table_s_order_and_unranked_jobs_come_last(client, users):
+    """The rows come in the queue table's order (``queries.in_queue_order``), not in the order of submission; a
+    job no pass has ranked yet comes after them. Text that is not ranks never reaches the job list's SQL."""
     for _ in range(2):
         submission.submit_job(users["alice"], job_payload(gpus_per_node=8, command=long_run(999)))
     waiting = [submission.submit_job(users["alice"], job_payload(gpus_per_node=8, name=f"waits-{n}", task_type=kind))
@@ -50,12 +50,20 @@ def test_the_dashboard_queue_is_in_the_queue_table_s_order(client, users):
     ranks = queue_places(fresh=True).ranks
     placed = sorted((job.pk for job in waiting), key=ranks.__getitem__)
     assert placed != [job.pk for job in waiting]  # the classes reorder them
+    model = waiting[0]
+    late = import_jobs([Job(tenant=model.tenant, project=model.project, owner=model.owner, name="not-ranked-yet",
+                            task_type=model.task_type, gpu_model=model.gpu_model, gpus_per_node=8, image="img",
+                            priority=100, submitted_at=timezone.now() - timedelta(days=1))], JobStatus.QUEUED,
+                       "test: no pass has ranked it")[0]
+    assert late.pk not in queue_places(fresh=True).ranks
     html = login(client, "alice").get("/").content.decode()
     queue = html[html.index("Queue of my tenants"):]
-    assert [queue.index(f'data-job-id="{pk}"') for pk in placed] == sorted(
-        queue.index(f'data-job-id="{pk}"') for pk in placed)
+    shown = [queue.index(f'data-job-id="{pk}"') for pk in [*placed, late.pk]]
+    assert shown == sorted(shown)
+    assert queries.in_queue_order(Job.objects.waiting(), 2).count() == 2
+    assert not queries.in_queue_order(Job.objects.filter(name="nothing"), 20).exists()
     with pytest.raises(ValueError):
-        _RankOf("{\"1\": 1}'; SELECT 1; --", F("pk"))
+        queries._RankOf("{\"1\": 1}'; SELECT 1; --", F("pk"))
 
 
 def test_empty_pages_say_so(client, users):

@@ -275,8 +275,8 @@ class JobDetailSerializer(JobSerializer):
 
 def job_detail(job, context: dict | None = None) -> dict:
     """``JobDetailSerializer(job, context=context).data`` by this thread's planned serializer
-    (``gpuportal.web.serializers.planned_rows``): DRF built its sixty fields again for every answer, a sixth of a
-    submission's time."""
+    (``gpuportal.web.serializers.planned_rows``): DRF built its sixty fields again for every answer, a tenth of a
+    submission's CPU."""
     return planned_rows(JobDetailSerializer, [job], dict(context or {}))[0]
 
 

@@ -18,6 +18,7 @@ def _prepared() -> int:
 
 def test_a_query_run_again_and_again_is_prepared_once(settings):
     threshold = settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"]
+    connection.ensure_connection()
     assert isinstance(connection.connection.cursor(), BoundCursor)
     before = _prepared()
     for n in range(threshold + 3):

@@ -239,6 +239,30 @@ def query_numbers(request, bounds: dict[str, tuple[int, int]]) -> dict[str, int]
     return values
 
 
+class CountedBy:
+    """Rows for a paginator, counted by another queryset: the objects chosen rather than the values read for them.
+
+    The count of a ``values_list`` that reads names across foreign keys keeps those joins (the API job list: 4 of
+    its 6 ms of database time at 5,600 jobs); the objects chosen are as many when every name read is
+    single-valued, which the caller vouches for."""
+
+    def __init__(self, rows, chosen):
+        self.rows, self.chosen = rows, chosen
+
+    @property
+    def ordered(self) -> bool:
+        return self.rows.ordered
+
+    def count(self) -> int:
+        return self.chosen.count()
+
+    def __getitem__(self, index):
+        return self.rows[index]
+
+    def __len__(self) -> int:
+        return self.count()
+
+
 class StandardPagination(PageNumberPagination):
     """`{"count", "next", "previous", "results"}`; clients may ask for up to 500 rows a page (more gives 500).
     ``page`` and ``page_size`` are whole numbers from 1 (400 otherwise); a page past the last is a 404."""

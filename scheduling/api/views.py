@@ -10,7 +10,7 @@ from rest_framework.exceptions import NotAuthenticated, PermissionDenied
 from rest_framework.response import Response
 
 from gpuportal.storage import pagecache
-from gpuportal.web.api import IDEMPOTENCY_KEY
+from gpuportal.web.api import IDEMPOTENCY_KEY, CountedBy
 from gpuportal.web.idempotency import idempotent
 from gpuportal.web.serializers import planned_rows
 from scheduling.api import rows
@@ -82,8 +82,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def _listing(self, request) -> Response:
         """The page as ``JobSerializer`` gives it, read as plain values and each row kept by what it shows
         (``rows``): only the jobs whose rows are missing are built and serialised."""
-        shown = self.filter_queryset(self.get_queryset()).prefetch_related(None).values_list(*rows.FIELDS)
-        page = self.paginate_queryset(shown)
+        chosen = self.filter_queryset(self.get_queryset()).prefetch_related(None)
+        shown = chosen.values_list(*rows.FIELDS)  # names over foreign keys and one-to-ones: one row per job
+        page = self.paginate_queryset(CountedBy(shown, chosen))
         found = rows.page_rows(list(shown) if page is None else page, request, self._draw)
         return Response(found) if page is None else self.get_paginated_response(found)
 

@@ -1,6 +1,8 @@
 """The REST contract: token auth, jobs, cancel, quotas, errors, isolation."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from scheduling.jobs import submission
 from scheduling.models import Job, JobStatus
@@ -92,6 +94,24 @@ def test_list_is_paginated_and_honours_page_size_up_to_500(api, users):
     from gpuportal.web.api import StandardPagination
 
     assert StandardPagination.max_page_size == 500
+
+
+def test_the_list_counts_the_jobs_chosen_without_joining_the_names_it_shows(api, users):
+    """The count (``gpuportal.web.api.CountedBy``) is the jobs the filters choose, whatever names the rows read:
+    with and without a filter that joins, page by page."""
+    client = api("alice")
+    for size in (1, 1, 2):
+        client.post("/api/jobs/", job_payload(gpus_per_node=size), format="json")
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get("/api/jobs/?page_size=2").json()
+    counts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT COUNT(*) AS "__count" FROM '
+                                                                                  '"scheduling_job"')]
+    assert len(counts) == 1 and "JOIN" not in counts[0]
+    assert page["count"] == Job.objects.count() == 3
+    second = client.get(page["next"]).json()
+    assert {row["id"] for row in page["results"] + second["results"]} == set(Job.objects.values_list("pk", flat=True))
+    assert client.get("/api/jobs/?tenant=vision&page_size=1").json()["count"] == 3
+    assert client.get("/api/jobs/?tenant=nlp").json()["count"] == 0
 
 
 def test_isolation_other_tenant_job_is_404_everywhere(api, users):

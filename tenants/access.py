@@ -40,9 +40,10 @@ def for_user(user) -> UserAccess:
     if not user.is_authenticated:
         result = UserAccess()
     else:
-        platform = set(user.platform_roles.values_list("role", flat=True))
+        # Unordered: the memberships' default order (tenant name, username) joined two tables to every request.
+        platform = set(user.platform_roles.order_by().values_list("role", flat=True))
         roles: dict[int, set[str]] = {}
-        for tenant_id, role in user.memberships.values_list("tenant_id", "role"):
+        for tenant_id, role in user.memberships.order_by().values_list("tenant_id", "role"):
             roles.setdefault(tenant_id, set()).add(role)
         result = UserAccess(
             platform_admin=user.is_superuser or PlatformRoleKind.PLATFORM_ADMIN in platform,

@@ -80,6 +80,10 @@ TEMPLATES = [
 WSGI_APPLICATION = "gpuportal.wsgi.application"
 
 
+#: Runs of one statement on a connection before psycopg prepares it (psycopg's own default).
+DEFAULT_PREPARE_AFTER = 5
+
+
 def database(url: str) -> dict:
     """The default database from its URL (postgres://… or sqlite:///…). Connections are kept between requests
     (GPUPORTAL_DB_CONN_MAX_AGE seconds, checked before reuse): opening a PostgreSQL connection per request cost
@@ -87,7 +91,7 @@ def database(url: str) -> dict:
     settings = dj_database_url.parse(url, conn_max_age=env_int("GPUPORTAL_DB_CONN_MAX_AGE", 60),
                                      conn_health_checks=True)
     if settings["ENGINE"].endswith("postgresql"):
-        settings["OPTIONS"] = postgresql_options(env_int("GPUPORTAL_DB_PREPARE_AFTER", 5))
+        settings["OPTIONS"] = postgresql_options(env_int("GPUPORTAL_DB_PREPARE_AFTER", DEFAULT_PREPARE_AFTER))
     if settings["ENGINE"].endswith("sqlite3"):
         # The demo runs the web server and the scheduler loop as two processes on one file: WAL lets readers
         # and a writer proceed together, IMMEDIATE transactions and a timeout turn lock clashes into waits.

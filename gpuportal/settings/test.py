@@ -6,7 +6,7 @@ tests see (tuning.py)."""
 import dj_database_url
 
 from gpuportal.settings.api import rest_framework
-from gpuportal.settings.base import postgresql_options
+from gpuportal.settings.base import DEFAULT_PREPARE_AFTER, postgresql_options
 from gpuportal.settings.development import *  # noqa: F403
 from gpuportal.settings.environment import env_str
 from gpuportal.settings.scheduling import DEFAULT_MAX_RUNTIME_MINUTES, DEFAULT_SIMULATION_TIME_SCALE, scheduler
@@ -16,7 +16,7 @@ DATABASES = {"default": {
                             conn_max_age=0),
     # The audit tables refuse TRUNCATE (a trigger); tests flush every table between tests, which a superuser
     # session may do only after saying so with this setting (audit/migrations/0004_refuse_truncate.py).
-    "OPTIONS": {"options": "-c gpuportal.audit_allow_truncate=on", **postgresql_options(5)},
+    "OPTIONS": {"options": "-c gpuportal.audit_allow_truncate=on", **postgresql_options(DEFAULT_PREPARE_AFTER)},
 }}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True

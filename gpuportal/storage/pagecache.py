@@ -65,9 +65,27 @@ def _fresh_start() -> int:
 
 def data_changed() -> None:
     """Call wherever a write changes what the cached pages show; takes effect when the transaction commits
-    (at once outside one), so a reader never caches the old figures under the new generation."""
-    if enabled():
-        transaction.on_commit(_bump)
+    (at once outside one), so a reader never caches the old figures under the new generation.
+
+    One new generation per transaction, however many of its writes call this: a job created or moving saves its
+    row and an event, notifies its owner and calls this itself, five increments of the shared counter for one
+    commit where one tells every reader the same."""
+    if not enabled():
+        return
+    connection = transaction.get_connection()
+    if connection.in_atomic_block and _bump_pending(connection):
+        return
+    transaction.on_commit(_bump)
+    if connection.in_atomic_block:
+        connection.gpuportal_pending_bump = (connection.run_on_commit, len(connection.run_on_commit) - 1)
+
+
+def _bump_pending(connection) -> bool:
+    """Whether this transaction already holds a ``_bump`` to run at its commit. Django only appends to a
+    transaction's list of commit hooks; a commit, a rollback or a savepoint's rollback replaces the list, and the
+    entry is then looked for no more (at worst a second bump: harmless)."""
+    hooks, index = getattr(connection, "gpuportal_pending_bump", (None, 0))
+    return hooks is connection.run_on_commit and index < len(hooks) and hooks[index][1] is _bump
 
 
 def _bump() -> None:

@@ -25,7 +25,8 @@ def _active_allocations():
 class JobOccupancy:
     def held_gpus(self) -> dict[int, set[int]]:
         held: dict[int, set[int]] = {}
-        for node_id, index in _active_allocations().values_list("gpu__node_id", "gpu__index"):
+        # Unordered: a set per node; the allocations' default order joined the nodes to every dashboard.
+        for node_id, index in _active_allocations().order_by().values_list("gpu__node_id", "gpu__index"):
             held.setdefault(node_id, set()).add(index)
         return held
 

@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.contrib.messages.storage import default_storage
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.cache import cache
-from django.db import connection
+from django.db import connection, transaction
 from django.http import HttpResponse
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -164,3 +164,33 @@ def test_an_answer_drawn_while_the_data_changed_is_not_kept(rf, users, shared_ca
     assert cache.get(looked_up.name) is None  # nothing kept under the generation it began with
     assert pagecache.cached_page(request, "test", lambda: render(False)).content == b"page 2"
     assert pagecache.cached_page(request, "test", lambda: render(False)).content == b"page 2"  # kept
+
+
+def test_a_transaction_starts_one_generation_at_its_commit_however_many_writes_it_makes(users, shared_cache):
+    """A job that moves saves its row and an event and says so itself: one new generation, at the commit. One
+    that a rolled-back savepoint took away is asked for again by the next write."""
+    before = pagecache.generation()
+    with transaction.atomic():
+        job = _job(users, "one-generation")
+        lifecycle.transition(job, JobStatus.CANCELLED, "test: cancelled")
+        pagecache.data_changed()
+        assert pagecache.generation() == before  # nothing before the commit
+    assert pagecache.generation() == before + 1
+
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                pagecache.data_changed()
+                raise RuntimeError("rolled back")
+        except RuntimeError:
+            pass
+        pagecache.data_changed()  # the savepoint's bump was dropped with it: this write asks again
+        pagecache.data_changed()
+    assert pagecache.generation() == before + 2
+
+    with transaction.atomic():
+        pagecache.data_changed()
+        transaction.set_rollback(True)
+    assert pagecache.generation() == before + 2  # a rolled-back transaction changed nothing
+    pagecache.data_changed()  # outside a transaction: at once
+    assert pagecache.generation() == before + 3

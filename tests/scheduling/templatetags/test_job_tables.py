@@ -3,6 +3,7 @@ read back is the row drawn afresh, and the relative time of its submission follo
 
 import pytest
 from django.core.cache import cache
+from django.urls import reverse, set_script_prefix
 from django.utils import timezone, translation
 
 from scheduling import lifecycle
@@ -87,3 +88,15 @@ def test_the_columns_shown_key_their_rows_and_the_wait_follows_the_clock(drawn, 
     monkeypatch.setattr(job_tables, "duration_text", lambda seconds: "a long while")
     again = job_tables.job_table(table_rows(Job.objects.order_by("pk"), read_fields(shown)), "none", shown)
     assert drawn == [] and again.count('data-label="Waited">a long while</td>') == 3
+
+
+def test_a_row_links_the_address_reverse_gives_under_any_prefix():
+    """A table asks ``reverse`` once and fills in each row's id: the same address as a ``reverse`` per row."""
+    try:
+        for prefix in ("/", "/portal/987654321/"):
+            set_script_prefix(prefix)
+            url_of = job_tables._job_url()
+            for pk in (1, 42, 987654321, 10**12):
+                assert url_of(pk) == reverse("scheduling:job-detail", args=[pk]), (prefix, pk)
+    finally:
+        set_script_prefix("/")

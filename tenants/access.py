@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import wraps
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+
+from gpuportal.storage.planned import PlannedRows
 
 from .roles import SUBMITTING_ROLES, PlatformRoleKind, Role
 
@@ -33,6 +36,14 @@ class UserAccess:
         return self.platform_admin or self.manager
 
 
+#: Every signed-in request reads these (by the user's relations, unordered: the memberships' default order joined
+#: two tables to sort rows that go into a set), compiled to SQL once per process.
+_PLATFORM_ROLES = PlannedRows(lambda user_id: get_user_model()(pk=user_id).platform_roles.order_by().values_list(
+    "role"), samples=((987654321,), (987654322,)))
+_MEMBERSHIPS = PlannedRows(lambda user_id: get_user_model()(pk=user_id).memberships.order_by().values_list(
+    "tenant_id", "role"), samples=((987654321,), (987654322,)))
+
+
 def for_user(user) -> UserAccess:
     cached = getattr(user, _CACHE_ATTR, None)
     if cached is not None:
@@ -40,10 +51,9 @@ def for_user(user) -> UserAccess:
     if not user.is_authenticated:
         result = UserAccess()
     else:
-        # Unordered: the memberships' default order (tenant name, username) joined two tables to every request.
-        platform = set(user.platform_roles.order_by().values_list("role", flat=True))
+        platform = {role for (role,) in _PLATFORM_ROLES(user.pk)}
         roles: dict[int, set[str]] = {}
-        for tenant_id, role in user.memberships.order_by().values_list("tenant_id", "role"):
+        for tenant_id, role in _MEMBERSHIPS(user.pk):
             roles.setdefault(tenant_id, set()).add(role)
         result = UserAccess(
             platform_admin=user.is_superuser or PlatformRoleKind.PLATFORM_ADMIN in platform,

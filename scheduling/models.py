@@ -23,6 +23,7 @@ from django.utils.translation import gettext_lazy as _
 
 from fleet.models import GPU, Cluster
 from gpuportal.models import TimeStampedModel
+from gpuportal.storage.planned import PlannedRows
 from gpuportal.text import phrases
 from scheduling.engine import WaitReason as EngineWaitReason
 from scheduling.engine import render_reason
@@ -672,6 +673,11 @@ _decoded = {"places": QueuePlaces()}
 _scope = threading.local()
 
 
+#: Read by every page that shows a queue place: compiled to SQL once per process (gpuportal.storage.planned).
+_QUEUE_TOKEN = PlannedRows(lambda: QueueTable.objects.filter(pk=1).order_by().values_list("token")[:1],
+                           samples=((), ()))
+
+
 def queue_places(fresh: bool = False) -> QueuePlaces:
     """The last pass's places, decoded once per process and table. Inside a request the table is checked once
     (``begin_request``): every row of a page reads the same pass; ``fresh`` checks it again (the pass that writes
@@ -679,7 +685,7 @@ def queue_places(fresh: bool = False) -> QueuePlaces:
     if not fresh and getattr(_scope, "places", None) is not None:
         return _scope.places
     kept = _decoded["places"]
-    token = QueueTable.objects.filter(pk=1).values_list("token", flat=True).first()
+    token = next((token for (token,) in _QUEUE_TOKEN()), None)
     if token is None:
         places = QueuePlaces()
     elif token == kept.token:

@@ -38,6 +38,7 @@ class PlannedRows:
 
     def __init__(self, build: Callable[..., QuerySet], samples: tuple[Sequence, Sequence]):
         self._build, self._samples = build, samples
+        self._name = getattr(build, "__qualname__", repr(build))  # what a refusal names
         self._plans: dict[str, _Plan] = {}  # by the database's vendor: the SQL is its dialect
 
     def __call__(self, *values) -> list[tuple]:
@@ -52,9 +53,8 @@ class PlannedRows:
 
     def plan(self, connection) -> _Plan:
         (sql, first), (other_sql, second) = (self._compiled(values, connection) for values in self._samples)
-        name = getattr(self._build, "__qualname__", repr(self._build))
         if sql != other_sql or len(first) != len(second):
-            raise ImproperlyConfigured(f"{name}: its SQL depends on its values; it cannot be planned")
+            raise ImproperlyConfigured(f"{self._name}: its SQL depends on its values; it cannot be planned")
         slots, found = [], set()
         for a, b in zip(first, second, strict=True):
             if a == b:
@@ -62,16 +62,16 @@ class PlannedRows:
                 continue
             index = [i for i, (x, y) in enumerate(zip(*self._samples, strict=True)) if x == a and y == b]
             if len(index) != 1:
-                raise ImproperlyConfigured(f"{name}: a parameter ({a!r}, then {b!r}) is none of its values")
+                raise ImproperlyConfigured(f"{self._name}: a parameter ({a!r}, then {b!r}) is none of its values")
             slots.append((True, index[0]))
             found.add(index[0])
         if len(found) != len(self._samples[0]):
-            raise ImproperlyConfigured(f"{name}: a value reaches no parameter")
+            raise ImproperlyConfigured(f"{self._name}: a value reaches no parameter")
         return _Plan(sql, tuple(slots))
 
     def _compiled(self, values: Sequence, connection) -> tuple[str, list]:
         compiler = self._build(*values).query.get_compiler(connection=connection)
         sql, params = compiler.as_sql()
         if compiler.get_converters([column for column, _sql, _alias in compiler.select]):
-            raise ImproperlyConfigured(f"{self._build!r}: Django converts a column it reads; it cannot be planned")
+            raise ImproperlyConfigured(f"{self._name}: Django converts a column it reads; it cannot be planned")
         return sql, list(params)

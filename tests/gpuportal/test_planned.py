@@ -36,6 +36,14 @@ def test_the_planned_rows_are_the_orm_s_for_every_value():
     assert access.for_user(nobody).roles_by_tenant == {}
 
 
+def test_a_query_without_values_is_planned_with_its_constants():
+    """The queue table's token (``scheduling.models.queue_places``) is such a query: its one row, or none."""
+    assert PlannedRows(lambda: Membership.objects.order_by("pk").values_list("role")[:1], ((), ()))() == []
+    make_user("dora", make_tenant("vision"))
+    planned = PlannedRows(lambda: Membership.objects.order_by("pk").values_list("role")[:1], ((), ()))
+    assert planned() == list(Membership.objects.order_by("pk").values_list("role")[:1]) == [(Role.RESEARCHER,)]
+
+
 def test_a_planned_query_is_prepared_and_run_from_one_statement():
     """Its SQL is the same text at every call, so the connection prepares it once (gpuportal.storage.cursors)."""
     user = make_user("carol", make_tenant("vision"))

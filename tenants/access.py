@@ -15,7 +15,7 @@ from functools import wraps
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 
-from gpuportal.storage.planned import PlannedRows
+from gpuportal.storage.planned import ONE_ID, PlannedRows
 
 from .roles import SUBMITTING_ROLES, PlatformRoleKind, Role
 
@@ -39,9 +39,9 @@ class UserAccess:
 #: Every signed-in request reads these (by the user's relations, unordered: the memberships' default order joined
 #: two tables to sort rows that go into a set), compiled to SQL once per process.
 _PLATFORM_ROLES = PlannedRows(lambda user_id: get_user_model()(pk=user_id).platform_roles.order_by().values_list(
-    "role"), samples=((987654321,), (987654322,)))
+    "role"), samples=ONE_ID)
 _MEMBERSHIPS = PlannedRows(lambda user_id: get_user_model()(pk=user_id).memberships.order_by().values_list(
-    "tenant_id", "role"), samples=((987654321,), (987654322,)))
+    "tenant_id", "role"), samples=ONE_ID)
 
 
 def for_user(user) -> UserAccess:

@@ -73,19 +73,11 @@ def data_changed() -> None:
     if not enabled():
         return
     connection = transaction.get_connection()
-    if connection.in_atomic_block and _bump_pending(connection):
+    # The transaction's commit hooks as Django keeps them (a savepoint's rollback drops those it added): the first
+    # change registered the bump, so the search ends near the start of the list.
+    if connection.in_atomic_block and any(hook is _bump for _ids, hook, _robust in connection.run_on_commit):
         return
     transaction.on_commit(_bump)
-    if connection.in_atomic_block:
-        connection.gpuportal_pending_bump = (connection.run_on_commit, len(connection.run_on_commit) - 1)
-
-
-def _bump_pending(connection) -> bool:
-    """Whether this transaction already holds a ``_bump`` to run at its commit. Django only appends to a
-    transaction's list of commit hooks; a commit, a rollback or a savepoint's rollback replaces the list, and the
-    entry is then looked for no more (at worst a second bump: harmless)."""
-    hooks, index = getattr(connection, "gpuportal_pending_bump", (None, 0))
-    return hooks is connection.run_on_commit and index < len(hooks) and hooks[index][1] is _bump
 
 
 def _bump() -> None:

@@ -25,6 +25,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import QuerySet
 
+#: Samples for a query of one id: numbers no other parameter of such a query holds.
+ONE_ID = ((987654321,), (987654322,))
+
 
 @dataclass(frozen=True)
 class _Plan:

@@ -105,7 +105,7 @@ def _rows(jobs, labels: list[str], columns: tuple[str, ...] = DEFAULT_COLUMNS) -
         url_of = _job_url()
         fresh = {job.pk: job for job in table_rows(jobs.model.objects.filter(pk__in=missing), fields)}
         drawn = {job.pk: (_row_key((columns, shown_values(job, fields), job._queue_place(), extras.of(job.pk)), reader),
-                          _row(job, labels, columns, extras, url_of))
+                          _row(job, url_of(job.pk), labels, columns, extras))
                  for job in (fresh[values[0]] for values in shown if values[0] in fresh)}
         cache.set_many(dict(drawn.values()), ROW_SECONDS)
     rows = []
@@ -164,20 +164,19 @@ def _utilization(mean) -> str:
 
 
 def _job_url():
-    """A function from a job's id to its page's address, escaped. One ``reverse`` a table, not one a row: it was
-    a third of drawing a row."""
+    """A function from a job's id to its page's address, escaped: one ``reverse`` a table, not one a row (it was
+    a third of drawing a row)."""
     marker = "987654321"
     before, _marker, after = escape(reverse("scheduling:job-detail", args=[marker])).rpartition(marker)
     return lambda pk: f"{before}{pk}{after}"
 
 
-def _row(job, labels: list[str], columns: tuple[str, ...] = DEFAULT_COLUMNS, extras=NO_EXTRAS,
-         url_of=None) -> tuple[str, ...]:
+def _row(job, url: str, labels: list[str], columns: tuple[str, ...] = DEFAULT_COLUMNS,
+         extras=NO_EXTRAS) -> tuple[str, ...]:
     """One job's row, in parts: the markup, with the names of the cells that follow the clock (``_LIVE``, filled
     in at each read) between them, at the odd places. Each cell carries its column's heading (``data-label``): on
     a phone the rows are drawn as cards, each cell under its heading, so that status, reason and likely start need
-    no sideways scroll."""
-    url = (url_of or _job_url())(job.pk)
+    no sideways scroll. ``url``: the job page's address, escaped (``_job_url``)."""
     parts: list[str] = []
     current = f'<tr data-job-id="{job.pk}"><td class="id" data-label="{labels[0]}"><a href="{url}">{job.pk}</a></td>'
     for key, label in zip(columns, labels[1:], strict=True):

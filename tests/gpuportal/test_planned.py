@@ -5,15 +5,13 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from gpuportal.storage.planned import PlannedRows
+from gpuportal.storage.planned import ONE_ID, PlannedRows
 from scheduling.models import Job
 from tenants import access
 from tenants.models import Membership, PlatformRole, Role
 from tests.factories import make_tenant, make_user
 
 pytestmark = pytest.mark.django_db
-
-SAMPLES = ((987654321,), (987654322,))
 
 
 def test_the_planned_rows_are_the_orm_s_for_every_value():
@@ -25,7 +23,7 @@ def test_the_planned_rows_are_the_orm_s_for_every_value():
     nobody = make_user("nobody")
 
     memberships = PlannedRows(lambda pk: Membership.objects.filter(user_id=pk).order_by().values_list(
-        "tenant_id", "role"), SAMPLES)
+        "tenant_id", "role"), ONE_ID)
     for user in (alice, bob, nobody):
         orm = Membership.objects.filter(user_id=user.pk).order_by().values_list("tenant_id", "role")
         assert sorted(memberships(user.pk)) == sorted(orm)
@@ -47,7 +45,7 @@ def test_a_query_without_values_is_planned_with_its_constants():
 def test_a_planned_query_is_prepared_and_run_from_one_statement():
     """Its SQL is the same text at every call, so the connection prepares it once (gpuportal.storage.cursors)."""
     user = make_user("carol", make_tenant("vision"))
-    planned = PlannedRows(lambda pk: Membership.objects.filter(user_id=pk).values_list("role"), SAMPLES)
+    planned = PlannedRows(lambda pk: Membership.objects.filter(user_id=pk).values_list("role"), ONE_ID)
     for _ in range(8):
         assert planned(user.pk) == [(Role.RESEARCHER,)]
     with connection.cursor() as cursor:
@@ -63,4 +61,4 @@ def test_a_planned_query_is_prepared_and_run_from_one_statement():
 ])
 def test_a_query_that_cannot_be_planned_is_refused_when_it_is_planned(build, why):
     with pytest.raises(ImproperlyConfigured, match=why):
-        PlannedRows(build, SAMPLES)(1)
+        PlannedRows(build, ONE_ID)(1)
